@@ -1,0 +1,58 @@
+"""Atomic artifact writes: build in a hidden temp sibling, then rename into place.
+
+A retried or killed task never leaves a half-written artifact that a later task could
+read: readers only ever see the final name, which appears in one `rename`.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+
+@contextlib.contextmanager
+def atomic_dir(target: str | os.PathLike, overwrite: bool = True) -> Iterator[Path]:
+    """Yield a temp dir next to `target`; on success it becomes `target`."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        yield tmp
+        if target.exists():
+            if not overwrite:
+                raise FileExistsError(f"{target} already exists")
+            trash = target.with_name(f".{target.name}.old-{os.getpid()}")
+            os.rename(target, trash)
+            os.rename(tmp, target)
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def write_json(path: str | os.PathLike, obj) -> Path:
+    """Write JSON atomically (temp file in the same dir + os.replace)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f, indent=2, sort_keys=True, default=str)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def read_json(path: str | os.PathLike):
+    with open(path) as f:
+        return json.load(f)

@@ -1,0 +1,63 @@
+"""Run a step's `python -m` entry point as a child process from an Airflow task.
+
+Output is streamed line by line into the task log (prefixed with the step name), the
+child is killed if the task is, and a failure is raised with the step's own error
+message. Stdlib only, so DAG files may import it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+log = logging.getLogger("retrain.launch")
+
+
+class StepFailed(RuntimeError):
+    pass
+
+
+def run_step(module: str, spec: dict, env: dict | None = None) -> dict:
+    name = module.rsplit(".", 1)[-1]
+    with tempfile.TemporaryDirectory(prefix=f"retrain-{name}-") as tmp:
+        result_file = Path(tmp) / "result.json"
+        spec_file = Path(tmp) / "spec.json"
+        spec_file.write_text(json.dumps(spec, default=str))
+        cmd = [sys.executable, "-m", module, "--spec", f"@{spec_file}",
+               "--result-file", str(result_file)]
+        log.info("running %s", " ".join(cmd))
+        child_env = {**os.environ, **(env or {})}
+        child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors="replace", env=child_env,
+                                start_new_session=True)
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                log.info("[%s] %s", name, line.rstrip())
+            code = proc.wait()
+        except BaseException:
+            # Task killed or interrupted: take the whole child process group down with it.
+            _kill_group(proc)
+            raise
+        result = json.loads(result_file.read_text()) if result_file.exists() else {}
+        if code != 0:
+            msg = result.get("error") or f"exit code {code}"
+            raise StepFailed(f"step {module} failed: {msg}")
+        return result
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

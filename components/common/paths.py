@@ -1,0 +1,34 @@
+"""Where artifacts live: one root, paths keyed by model family, span and run id.
+
+Local runs default to `./var` in the working directory; production points RETRAIN_HOME
+at shared storage. Keeping every path derivation here means no stage invents its own.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+from pathlib import Path
+
+ENV_HOME = "RETRAIN_HOME"
+
+
+def artifact_root(root: str | os.PathLike | None = None) -> Path:
+    return Path(root or os.environ.get(ENV_HOME) or Path.cwd() / "var").resolve()
+
+
+def raw_span_dir(root: Path, family: str, span: dt.date) -> Path:
+    return Path(root) / "raw" / family / f"dt={span.isoformat()}"
+
+
+def safe_run_id(run_id: str) -> str:
+    """Airflow run ids contain ':' and '+'; keep them readable but path-safe."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", run_id)
+
+
+def run_dir(root: Path, family: str, span: dt.date, run_id: str) -> Path:
+    return Path(root) / "runs" / family / f"dt={span.isoformat()}" / safe_run_id(run_id)
+
+
+def registry_root(root: Path) -> Path:
+    return Path(root) / "registry"

@@ -1,0 +1,33 @@
+"""Which day of data a run trains on.
+
+Airflow 3's `@daily` (a CronTriggerTimetable) gives an empty data interval and a manual
+run may have no logical date at all, so the span is derived here, explicitly and the
+same way for scheduled, manual and backfill runs: an explicit `span` param wins;
+otherwise the day before the run's logical date (or, failing that, its run_after).
+"""
+from __future__ import annotations
+
+import datetime as dt
+
+
+def derive_span(
+    span_param: str | None,
+    logical_date: dt.datetime | None,
+    run_after: dt.datetime | None = None,
+) -> dt.date:
+    if span_param:
+        try:
+            return dt.date.fromisoformat(str(span_param))
+        except ValueError as e:
+            raise ValueError(f"span param must be YYYY-MM-DD, got {span_param!r}") from e
+    anchor = logical_date or run_after
+    if anchor is None:
+        raise ValueError("cannot derive a span: no span param, logical date or run_after")
+    return anchor.date() - dt.timedelta(days=1)
+
+
+def window(span: dt.date, days: int) -> list[dt.date]:
+    """The `days` spans ending at `span`, oldest first."""
+    if days < 1:
+        raise ValueError(f"window must be at least 1 day, got {days}")
+    return [span - dt.timedelta(days=i) for i in range(days - 1, -1, -1)]

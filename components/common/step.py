@@ -1,0 +1,65 @@
+"""The shape every step shares: a stdlib dataclass spec, a `run(spec) -> dict` function
+and a `python -m components.<step>` entry point that takes the spec as JSON.
+
+The same entry point runs a step in a local subprocess (the default for Airflow tasks,
+so TensorFlow and Beam never load into the scheduler or the DAG processor), in a
+container, or in a KubernetesPodOperator: only the launcher changes.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+S = TypeVar("S")
+
+
+def spec_from_dict(cls: type[S], data: dict[str, Any]) -> S:
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ValueError(f"{cls.__name__}: unknown field(s) {unknown}; known: {sorted(names)}")
+    return cls(**data)
+
+
+def spec_to_dict(spec) -> dict[str, Any]:
+    return dataclasses.asdict(spec)
+
+
+def main(spec_cls: type[S], run: Callable[[S], dict], argv: list[str] | None = None,
+         description: str | None = None) -> int:
+    """Parse `--spec JSON|@file`, run the step, write its result JSON.
+
+    On failure the result file holds {"error": "..."} so a launcher can surface the
+    step's own message (for example the failed expectations) instead of a bare exit code.
+    """
+    parser = argparse.ArgumentParser(description=description or (run.__doc__ or "").strip())
+    parser.add_argument("--spec", required=True,
+                        help=f"{spec_cls.__name__} as JSON, or @path to a JSON file")
+    parser.add_argument("--result-file", help="write the result JSON here (default: stdout)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    text = Path(args.spec[1:]).read_text() if args.spec.startswith("@") else args.spec
+    try:
+        spec = spec_from_dict(spec_cls, json.loads(text))
+        result = run(spec)
+    except Exception as e:  # noqa: BLE001 - reported, then re-raised as exit code 1
+        traceback.print_exc()
+        _emit({"error": f"{type(e).__name__}: {e}"}, args.result_file)
+        return 1
+    _emit(result, args.result_file)
+    return 0
+
+
+def _emit(obj: dict, path: str | None) -> None:
+    text = json.dumps(obj, indent=2, sort_keys=True, default=str)
+    if path:
+        Path(path).write_text(text + "\n")
+    else:
+        print(text)

@@ -1,0 +1,41 @@
+"""`retrain`: one console script, one subcommand per capability.
+
+Each capability module exposes `add_cli(subparsers)` that registers its subcommand and
+sets `func`; heavy imports happen inside the handlers, so `retrain --help` is instant.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# (module, attribute) pairs; each module's add_cli registers one subcommand.
+COMMANDS = [
+    "components.ctr.generate",
+    "components.registry",
+    "retrain.demo",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="retrain",
+        description="Continuous training on Airflow 3: generate data, inspect the model "
+                    "registry, summarise runs.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in COMMANDS:
+        importlib.import_module(module).add_cli(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError, KeyError) as e:
+        print(f"retrain {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
