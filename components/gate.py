@@ -1,0 +1,191 @@
+"""The blessing gate: should a freshly trained candidate replace the published model?
+
+A pure function of numbers (rule 9 of the design handbook), so every outcome, including
+the first run with no published baseline and an operator's forced publish, can be tested
+without a model, a cluster or Airflow. It reads the candidate's and the baseline's eval
+metrics (`auc`, `log_loss`; other keys are ignored) and returns a `Decision` whose
+`to_dict()` is stored with the published version in the registry, so "why is this model
+serving?" has a written answer with the observed numbers.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+REQUIRED_METRICS = ("auc", "log_loss")
+NO_BASELINE_REASON = "no published baseline: decided on absolute thresholds only"
+
+# Metrics are often rounded before they get here; a candidate exactly on a limit passes
+# even when float arithmetic (0.782 - 0.002 = 0.7799999...) says otherwise.
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Limits a candidate must meet. Comparisons are inclusive."""
+
+    min_auc: float = 0.6
+    max_log_loss: float | None = None
+    # Relative to the published baseline: candidate auc >= baseline auc - max_auc_drop,
+    # candidate log_loss <= baseline log_loss + max_log_loss_increase.
+    max_auc_drop: float = 0.002
+    max_log_loss_increase: float = 0.002
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.name == "max_log_loss":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value):
+                raise ValueError(f"Thresholds.{f.name} must be a finite number, got {value!r}")
+        if not 0.0 <= self.min_auc <= 1.0:
+            raise ValueError(f"Thresholds.min_auc must lie in [0, 1], got {self.min_auc}")
+        if self.max_log_loss is not None and self.max_log_loss <= 0:
+            raise ValueError(f"Thresholds.max_log_loss must be > 0, got {self.max_log_loss}")
+        for name in ("max_auc_drop", "max_log_loss_increase"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"Thresholds.{name} must be >= 0, got {getattr(self, name)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Thresholds:
+        data = dict(data or {})
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"Thresholds: unknown field(s) {unknown}; known: {sorted(names)}")
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The gate's verdict, with one human-readable reason line per rule."""
+
+    blessed: bool
+    reasons: list[str]
+    rules: list[dict[str, Any]]  # each: name, passed, observed, limit (+ baseline if relative)
+    baseline_present: bool
+    forced: bool  # True only when the force overrode failing rules
+    force_reason: str | None = None
+    thresholds: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed_rules(self) -> list[str]:
+        return [r["name"] for r in self.rules if not r["passed"]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "blessed": self.blessed,
+            "reasons": list(self.reasons),
+            "rules": [dict(r) for r in self.rules],
+            "baseline_present": self.baseline_present,
+            "forced": self.forced,
+            "force_reason": self.force_reason,
+            "thresholds": dict(self.thresholds),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Decision:
+        return cls(
+            blessed=bool(data["blessed"]),
+            reasons=list(data.get("reasons", [])),
+            rules=[dict(r) for r in data.get("rules", [])],
+            baseline_present=bool(data.get("baseline_present", False)),
+            forced=bool(data.get("forced", False)),
+            force_reason=data.get("force_reason"),
+            thresholds=dict(data.get("thresholds") or {}),
+        )
+
+
+def decide(
+    candidate: dict[str, Any],
+    baseline: dict[str, Any] | None,
+    thresholds: Thresholds,
+    force_reason: str | None = None,
+) -> Decision:
+    """Bless the candidate iff every rule passes (or an operator forces it, with a reason).
+
+    Rules: `min_auc` and (if set) `max_log_loss` always; `max_auc_drop` and
+    `max_log_loss_increase` against the baseline when one is published. `baseline=None`
+    is the first run: absolute thresholds only, said so in the reasons. A NaN metric fails
+    its rules (never blesses by accident). `forced` is True only if the force changed the
+    outcome; a force on a passing candidate is recorded as unnecessary.
+    """
+    if force_reason is not None:
+        if not isinstance(force_reason, str) or not force_reason.strip():
+            raise ValueError("force_reason must be a non-empty explanation of why the gate "
+                             "is overridden")
+        force_reason = force_reason.strip()
+    if not isinstance(thresholds, Thresholds):
+        raise TypeError(f"thresholds must be a Thresholds, got {type(thresholds).__name__}")
+    auc = _metric(candidate, "auc", "candidate")
+    log_loss = _metric(candidate, "log_loss", "candidate")
+
+    rules: list[dict[str, Any]] = []
+    reasons: list[str] = []
+
+    def add(name: str, passed: bool, observed: float, limit: float, line: str,
+            **extra: Any) -> None:
+        rules.append({"name": name, "passed": passed, "observed": observed, "limit": limit,
+                      **extra})
+        reasons.append(f"{line}: {'pass' if passed else 'fail'}")
+
+    add("min_auc", auc >= thresholds.min_auc - _EPS, auc, thresholds.min_auc,
+        f"auc {auc:.4f} >= min_auc {thresholds.min_auc:.4f}")
+    if thresholds.max_log_loss is not None:
+        add("max_log_loss", log_loss <= thresholds.max_log_loss + _EPS, log_loss,
+            thresholds.max_log_loss,
+            f"log_loss {log_loss:.4f} <= max_log_loss {thresholds.max_log_loss:.4f}")
+
+    if baseline is None:
+        reasons.append(NO_BASELINE_REASON)
+    else:
+        base_auc = _metric(baseline, "auc", "baseline")
+        base_ll = _metric(baseline, "log_loss", "baseline")
+        auc_floor = base_auc - thresholds.max_auc_drop
+        add("max_auc_drop", auc >= auc_floor - _EPS, auc, auc_floor,
+            f"auc {auc:.4f} >= baseline auc {base_auc:.4f} - max_auc_drop "
+            f"{thresholds.max_auc_drop:.4f} (= {auc_floor:.4f})",
+            baseline=base_auc)
+        ll_ceiling = base_ll + thresholds.max_log_loss_increase
+        add("max_log_loss_increase", log_loss <= ll_ceiling + _EPS, log_loss, ll_ceiling,
+            f"log_loss {log_loss:.4f} <= baseline log_loss {base_ll:.4f} + "
+            f"max_log_loss_increase {thresholds.max_log_loss_increase:.4f} "
+            f"(= {ll_ceiling:.4f})",
+            baseline=base_ll)
+
+    failed = [r["name"] for r in rules if not r["passed"]]
+    forced = False
+    if not failed:
+        blessed = True
+        reasons.append(f"blessed: all {len(rules)} rules pass")
+        if force_reason:
+            reasons.append(f"force requested ({force_reason}) but not needed: all rules pass")
+    elif force_reason:
+        blessed = forced = True
+        reasons.append(f"blessed by force despite failed rules {', '.join(failed)}: "
+                       f"{force_reason}")
+    else:
+        blessed = False
+        reasons.append(f"not blessed: failed rules {', '.join(failed)}")
+
+    return Decision(blessed=blessed, reasons=reasons, rules=rules,
+                    baseline_present=baseline is not None, forced=forced,
+                    force_reason=force_reason, thresholds=thresholds.to_dict())
+
+
+def _metric(metrics: dict[str, Any], key: str, which: str) -> float:
+    if not isinstance(metrics, dict):
+        raise ValueError(f"{which} metrics must be a dict, got {type(metrics).__name__}")
+    if key not in metrics:
+        raise ValueError(f"{which} metrics missing required key {key!r} "
+                         f"(have: {sorted(metrics)})")
+    value = metrics[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{which} metric {key!r} must be a number, got {value!r}")
+    return float(value)

@@ -1,0 +1,630 @@
+"""The model registry: versioned, published models on disk, laid out for TF Serving.
+
+The push stage publishes a blessed SavedModel here; evaluation reads the published one as
+its baseline; operators list, inspect and roll back from the `retrain registry` CLI.
+
+Layout (TensorFlow Serving's model base path, so a server can point straight at it):
+
+    <root>/<model>/<version>/        1, 2, 3... : SavedModel files + retrain_meta.json
+    <root>/<model>/CURRENT           JSON naming the published version (the source of truth)
+    <root>/<model>/.lock             flock'ed while a version is allocated or stages change
+    <root>/<model>/.tmp-*            a publish in progress (or killed); readers ignore it
+
+A version appears in one `rename` of a fully written temp dir, so a killed publish never
+leaves a half model under a numeric name; a retried publish with the same run id returns
+(and, if it was interrupted, finishes) the version it already made. Stdlib only.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import fcntl
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from components.common import paths
+from components.common.atomic import read_json, write_json
+
+META_FILE = "retrain_meta.json"
+CURRENT_FILE = "CURRENT"
+LOCK_FILE = ".lock"
+TMP_PREFIX = ".tmp-"
+SAVED_MODEL_FILE = "saved_model.pb"
+CANDIDATE, PUBLISHED, ARCHIVED = "candidate", "published", "archived"
+STAGES = (CANDIDATE, PUBLISHED, ARCHIVED)
+STALE_TMP_SECONDS = 3600
+
+# Keys the registry owns; callers' metadata may not set them.
+RESERVED_KEYS = frozenset({"model_name", "version", "stage", "created_at", "history"})
+# Keys every meta file has (None when the caller did not give them).
+STANDARD_KEYS = ("metrics", "data_span", "run_id", "dag_id", "code_version", "gate",
+                 "source_model_uri")
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_VERSION_RE = re.compile(r"^[1-9][0-9]*$")
+
+
+class NotFound(KeyError):
+    """Unknown model or version. A KeyError whose str() is the plain message."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def _copy_savedmodel(src: Path, dst: Path) -> None:
+    """Copy a SavedModel dir's contents into the (existing, empty) dir `dst`.
+
+    Module-level so tests can simulate a publish that dies halfway through the copy.
+    """
+    shutil.copytree(src, dst, dirs_exist_ok=True)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def default_who() -> str:
+    return os.environ.get("USER") or "unknown"
+
+
+def _jsonable(obj: Any) -> Any:
+    """What the meta file will hold, so the dict we return equals the dict on disk."""
+    return json.loads(json.dumps(obj, default=str))
+
+
+class Registry:
+    """Versioned models under one root. Safe for concurrent publishers on one filesystem
+    with working `flock` (local disk; not most NFS mounts)."""
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = Path(root)
+
+    # ---------------------------------------------------------------- reading
+
+    def models(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir()
+                      if p.is_dir() and _NAME_RE.match(p.name))
+
+    def model_path(self, name: str, version: int) -> Path:
+        vdir = self._version_dir(name, version)
+        if not vdir.is_dir():
+            raise NotFound(self._no_version_msg(name, version))
+        return vdir
+
+    def get(self, name: str, version: int) -> dict:
+        vdir = self.model_path(name, version)
+        meta = self._read_meta(vdir)
+        if meta is None:
+            raise ValueError(f"model {name!r} version {version} is incomplete: no readable "
+                             f"{META_FILE} in {vdir} (run `retrain registry check {name}`)")
+        return meta
+
+    def list_versions(self, name: str) -> list[dict]:
+        """Metas of all versions with a readable meta file, oldest first."""
+        self._require_model(name)
+        out = []
+        for _, vdir in sorted(self._version_dirs(name).items()):
+            meta = self._read_meta(vdir)
+            if meta is not None:
+                out.append(meta)
+        return out
+
+    def current_version(self, name: str) -> int | None:
+        """The version CURRENT names, or None (unknown model or nothing published)."""
+        mdir = self._model_dir(name)
+        return self._read_current(mdir)
+
+    def current(self, name: str) -> dict | None:
+        """Meta of the published version; None if the model has never been published.
+
+        Raises (rather than returning None) when CURRENT names a missing version: a
+        broken registry must not make the gate believe there is no baseline.
+        """
+        version = self.current_version(name)
+        if version is None:
+            return None
+        vdir = self._version_dir(name, version)
+        meta = self._read_meta(vdir)
+        if meta is None or not (vdir / SAVED_MODEL_FILE).is_file():
+            raise ValueError(f"CURRENT of model {name!r} names version {version}, which is "
+                             f"missing or incomplete (run `retrain registry check {name}`)")
+        return meta
+
+    def find_run(self, name: str, run_id: str, dag_id: str | None = None) -> dict | None:
+        """The complete version published by this (dag_id, run_id), if any."""
+        mdir = self._model_dir(name)
+        if not mdir.is_dir():
+            return None
+        for _, vdir in sorted(self._version_dirs(name).items()):
+            meta = self._read_meta(vdir)
+            if (meta is not None and (vdir / SAVED_MODEL_FILE).is_file()
+                    and meta.get("run_id") == run_id and meta.get("dag_id") == dag_id):
+                return meta
+        return None
+
+    # ---------------------------------------------------------------- writing
+
+    def publish(self, model_dir: str | os.PathLike, name: str,
+                metadata: dict | None = None, *, who: str | None = None,
+                why: str | None = None) -> dict:
+        """Copy a SavedModel in as a new version and make it the published one.
+
+        `metadata` keys: metrics, data_span, run_id, dag_id, code_version, gate (a
+        Decision dict; a gate that did not bless is refused), source_model_uri, plus any
+        extra JSON-able keys. Returns the new version's meta. If this (dag_id, run_id)
+        already made a complete version, that version is returned instead (and an
+        interrupted promotion of it is finished), so a retried push task is harmless.
+        """
+        src = Path(model_dir)
+        if not src.is_dir():
+            raise FileNotFoundError(f"model_dir {src} does not exist or is not a directory")
+        if not (src / SAVED_MODEL_FILE).is_file():
+            raise ValueError(f"model_dir {src} is not a SavedModel export: it has no "
+                             f"{SAVED_MODEL_FILE}")
+        metadata = dict(metadata or {})
+        reserved = sorted(RESERVED_KEYS & set(metadata))
+        if reserved:
+            raise ValueError(f"metadata may not set registry-owned key(s) {reserved}")
+        gate = metadata.get("gate")
+        if gate is not None and not (isinstance(gate, dict) and gate.get("blessed")):
+            raise ValueError(f"refusing to publish model {name!r}: the gate decision does "
+                             f"not bless it ({gate.get('reasons') if isinstance(gate, dict) else gate!r})")
+        run_id, dag_id = metadata.get("run_id"), metadata.get("dag_id")
+        who = who or (f"{dag_id}/{run_id}" if dag_id and run_id else default_who())
+        why = why or _publish_reason(gate)
+
+        mdir = self._model_dir(name)
+        mdir.mkdir(parents=True, exist_ok=True)
+        if run_id and self.find_run(name, run_id, dag_id) is not None:
+            with self._lock(mdir):
+                return self._finish_existing(name, run_id, dag_id, who, why)
+
+        tmp: Path | None = Path(tempfile.mkdtemp(prefix=TMP_PREFIX, dir=mdir))
+        try:
+            _copy_savedmodel(src, tmp)
+            with self._lock(mdir):
+                if run_id and self.find_run(name, run_id, dag_id) is not None:
+                    return self._finish_existing(name, run_id, dag_id, who, why)
+                version = self._next_version(mdir)
+                now = _now()
+                meta = {key: metadata.get(key) for key in STANDARD_KEYS}
+                meta.update(metadata)
+                meta.update({
+                    "model_name": name, "version": version, "stage": CANDIDATE,
+                    "created_at": now,
+                    "history": [{"at": now, "who": who, "why": why, "action": "publish",
+                                 "from": None, "to": CANDIDATE}],
+                })
+                write_json(tmp / META_FILE, _jsonable(meta))
+                os.rename(tmp, mdir / str(version))
+                tmp = None
+                return self._promote(name, version, who=who, why=why, action="publish")
+        finally:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    def rollback(self, name: str, to_version: int | None = None, who: str | None = None,
+                 why: str | None = None) -> dict:
+        """Re-publish an earlier version (default: the newest archived one before CURRENT).
+
+        The replaced version is archived; who/why go into both versions' histories and
+        CURRENT. Returns the meta of the version now published.
+        """
+        if not isinstance(why, str) or not why.strip():
+            raise ValueError("rollback needs a reason: pass why (--why TEXT)")
+        why = why.strip()
+        who = (who or "").strip() or default_who()
+        mdir = self._require_model(name)
+        with self._lock(mdir):
+            current = self._read_current(mdir)
+            if current is None:
+                raise ValueError(f"model {name!r} has no published version to roll back from")
+            versions = self._version_dirs(name)
+            if to_version is None:
+                older = [v for v in sorted(versions) if v < current
+                         and self._complete(versions[v])
+                         and (self._read_meta(versions[v]) or {}).get("stage") == ARCHIVED]
+                if not older:
+                    raise ValueError(f"model {name!r}: no archived version older than the "
+                                     f"current version {current} to roll back to; pass a "
+                                     f"version (--to)")
+                target = older[-1]
+            else:
+                target = int(to_version)
+                if target not in versions:
+                    raise NotFound(self._no_version_msg(name, target))
+                if target == current:
+                    raise ValueError(f"model {name!r}: version {target} is already current")
+                if not self._complete(versions[target]):
+                    raise ValueError(f"model {name!r}: version {target} is incomplete and "
+                                     f"cannot be published (run `retrain registry check`)")
+            return self._promote(name, target, who=who, why=why, action="rollback")
+
+    # ---------------------------------------------------------------- checking
+
+    def check_report(self, name: str) -> dict[str, list[str]]:
+        """{"errors": [...], "warnings": [...]} for one model. Warnings (stale temp dirs
+        of killed publishes, unpromoted candidates) need no action for serving."""
+        mdir = self._require_model(name)
+        errors: list[str] = []
+        warnings: list[str] = []
+        published: list[int] = []
+        complete: set[int] = set()
+        versions = self._version_dirs(name)
+        for v, vdir in sorted(versions.items()):
+            has_pb = (vdir / SAVED_MODEL_FILE).is_file()
+            meta = self._read_meta(vdir)
+            if not has_pb:
+                errors.append(f"version {v}: missing {SAVED_MODEL_FILE}")
+            if meta is None:
+                errors.append(f"version {v}: missing or unreadable {META_FILE}")
+                continue
+            if meta.get("version") != v or meta.get("model_name") != name:
+                errors.append(f"version {v}: meta says model {meta.get('model_name')!r} "
+                              f"version {meta.get('version')!r}")
+            stage = meta.get("stage")
+            if stage not in STAGES:
+                errors.append(f"version {v}: unknown stage {stage!r}")
+            if stage == PUBLISHED:
+                published.append(v)
+            if has_pb:
+                complete.add(v)
+
+        current = None
+        cfile = mdir / CURRENT_FILE
+        if cfile.exists():
+            try:
+                current = self._read_current(mdir)
+            except ValueError as e:
+                errors.append(str(e))
+                current = None
+            else:
+                if current not in versions:
+                    errors.append(f"CURRENT names version {current}, which does not exist")
+                elif current not in complete:
+                    errors.append(f"CURRENT names version {current}, which is incomplete")
+                else:
+                    stage = (self._read_meta(versions[current]) or {}).get("stage")
+                    if stage != PUBLISHED:
+                        errors.append(f"CURRENT names version {current}, whose stage is "
+                                      f"{stage!r}, not {PUBLISHED!r}")
+        elif published:
+            errors.append(f"no CURRENT file, but version(s) {published} are published")
+        if len(published) > 1:
+            errors.append(f"more than one published version: {published}")
+        for v in published:
+            if current is not None and v != current and len(published) == 1:
+                errors.append(f"version {v} is published but CURRENT names {current}")
+
+        for v, vdir in sorted(versions.items()):
+            meta = self._read_meta(vdir) or {}
+            if meta.get("stage") == CANDIDATE:
+                warnings.append(f"version {v} is an unpromoted candidate (interrupted "
+                                f"publish of run {meta.get('run_id')!r}?)")
+        now = time.time()
+        for p in sorted(mdir.iterdir()):
+            if p.name.startswith(TMP_PREFIX):
+                try:
+                    age = now - p.stat().st_mtime
+                except FileNotFoundError:  # a publish just finished or cleaned up
+                    continue
+                if age > STALE_TMP_SECONDS:
+                    warnings.append(f"leftover temp dir {p} ({age / 3600:.1f} h old; a "
+                                    f"killed publish, safe to delete)")
+        return {"errors": errors, "warnings": warnings}
+
+    def check(self, name: str) -> list[str]:
+        """Consistency errors of one model ([] = consistent). See check_report for the
+        warnings (stale temp dirs) as well."""
+        return self.check_report(name)["errors"]
+
+    # ---------------------------------------------------------------- internals
+
+    def _model_dir(self, name: str) -> Path:
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise ValueError(f"invalid model name {name!r}: use letters, digits, '.', '_', "
+                             f"'-', not starting with '.' or '-'")
+        return self.root / name
+
+    def _require_model(self, name: str) -> Path:
+        mdir = self._model_dir(name)
+        if not mdir.is_dir():
+            known = ", ".join(self.models()) or "none"
+            raise NotFound(f"unknown model {name!r} in registry {self.root} "
+                           f"(models: {known})")
+        return mdir
+
+    def _version_dir(self, name: str, version: int) -> Path:
+        try:
+            v = int(version)
+        except (TypeError, ValueError):
+            raise ValueError(f"version must be an integer, got {version!r}") from None
+        mdir = self._require_model(name)
+        return mdir / str(v)
+
+    def _no_version_msg(self, name: str, version: int) -> str:
+        have = ", ".join(str(v) for v in sorted(self._version_dirs(name))) or "none"
+        return f"model {name!r} has no version {version} (versions: {have})"
+
+    def _version_dirs(self, name: str) -> dict[int, Path]:
+        mdir = self._model_dir(name)
+        if not mdir.is_dir():
+            return {}
+        return {int(p.name): p for p in mdir.iterdir()
+                if _VERSION_RE.match(p.name) and p.is_dir()}
+
+    @staticmethod
+    def _read_meta(vdir: Path) -> dict | None:
+        try:
+            meta = read_json(vdir / META_FILE)
+        except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
+            return None
+        return meta if isinstance(meta, dict) else None
+
+    def _complete(self, vdir: Path) -> bool:
+        return (vdir / SAVED_MODEL_FILE).is_file() and self._read_meta(vdir) is not None
+
+    @staticmethod
+    def _read_current(mdir: Path) -> int | None:
+        try:
+            data = read_json(mdir / CURRENT_FILE)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{mdir / CURRENT_FILE} is not valid JSON: {e}") from None
+        version = data.get("version") if isinstance(data, dict) else None
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise ValueError(f"{mdir / CURRENT_FILE} has no valid 'version': {data!r}")
+        return version
+
+    def _next_version(self, mdir: Path) -> int:
+        # Never reuse a number, even of a broken dir or one CURRENT still names.
+        used = [int(p.name) for p in mdir.iterdir() if _VERSION_RE.match(p.name)]
+        with contextlib.suppress(ValueError):
+            cur = self._read_current(mdir)
+            if cur is not None:
+                used.append(cur)
+        return max(used, default=0) + 1
+
+    @contextlib.contextmanager
+    def _lock(self, mdir: Path) -> Iterator[None]:
+        fd = os.open(mdir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def _finish_existing(self, name: str, run_id: str, dag_id: str | None, who: str,
+                         why: str) -> dict:
+        """A retried publish: return this run's version, finishing an interrupted
+        promotion if it is still the newest thing to publish. Call under the lock."""
+        meta = self.find_run(name, run_id, dag_id)
+        assert meta is not None
+        version = meta["version"]
+        current = self._read_current(self._model_dir(name))
+        needs_finish = (
+            (meta.get("stage") in (CANDIDATE, PUBLISHED) and (current is None or version > current))
+            or (version == current and meta.get("stage") != PUBLISHED)
+        )
+        if needs_finish:
+            return self._promote(name, version, who=who, why=why, action="publish")
+        return meta
+
+    def _promote(self, name: str, version: int, *, who: str, why: str,
+                 action: str) -> dict:
+        """Mark `version` published, archive every other published version, then point
+        CURRENT at it (CURRENT last: it is what readers trust). Call under the lock."""
+        mdir = self._model_dir(name)
+        previous = None
+        with contextlib.suppress(ValueError):
+            previous = self._read_current(mdir)
+        now = _now()
+        vdir = mdir / str(version)
+        meta = self._read_meta(vdir)
+        if meta is None:
+            raise ValueError(f"model {name!r} version {version} has no readable meta")
+        if meta.get("stage") != PUBLISHED:
+            meta["history"] = list(meta.get("history") or []) + [{
+                "at": now, "who": who, "why": why, "action": action,
+                "from": meta.get("stage"), "to": PUBLISHED, "replaces": previous}]
+            meta["stage"] = PUBLISHED
+            write_json(vdir / META_FILE, meta)
+        for v, other in sorted(self._version_dirs(name).items()):
+            if v == version:
+                continue
+            ometa = self._read_meta(other)
+            if ometa is not None and ometa.get("stage") == PUBLISHED:
+                ometa["history"] = list(ometa.get("history") or []) + [{
+                    "at": now, "who": who, "why": why, "action": action,
+                    "from": PUBLISHED, "to": ARCHIVED, "superseded_by": version}]
+                ometa["stage"] = ARCHIVED
+                write_json(other / META_FILE, ometa)
+        write_json(mdir / CURRENT_FILE, {
+            "model_name": name, "version": version, "updated_at": now, "action": action,
+            "who": who, "why": why, "previous_version": previous})
+        return meta
+
+
+def _publish_reason(gate: dict | None) -> str:
+    if not gate:
+        return "published (no gate decision recorded)"
+    if gate.get("forced"):
+        return f"forced past the gate: {gate.get('force_reason')}"
+    return "blessed by the gate"
+
+
+# -------------------------------------------------------------------- CLI
+
+def add_cli(subparsers) -> None:
+    """Register `retrain registry {list,show,rollback,check}`."""
+    root_help = ("registry root (default: $RETRAIN_HOME/registry, or ./var/registry when "
+                 "RETRAIN_HOME is unset)")
+    parser = subparsers.add_parser(
+        "registry", help="list, inspect, roll back and check published models",
+        description="The on-disk model registry (a TF Serving model base path): one "
+                    "numbered directory per version, CURRENT naming the published one.")
+    parser.add_argument("--root", default=None, help=root_help)
+    sub = parser.add_subparsers(dest="registry_command", metavar="ACTION", required=True)
+
+    def action(name: str, help_text: str, func) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        # Accepted after the action too; SUPPRESS keeps it from overriding an earlier --root.
+        p.add_argument("--root", default=argparse.SUPPRESS, help=root_help)
+        p.set_defaults(func=func)
+        return p
+
+    p = action("list", "table of versions (all models, or one): stage, created, span, "
+                       "run id, metrics, gate outcome", _cmd_list)
+    p.add_argument("model", nargs="?", metavar="MODEL", help="model name (default: all)")
+
+    p = action("show", "print a version's metadata as JSON (default: the published one)",
+               _cmd_show)
+    p.add_argument("model", metavar="MODEL", help="model name")
+    p.add_argument("version", nargs="?", type=int, metavar="VERSION",
+                   help="version number (default: current)")
+
+    p = action("rollback", "re-publish an earlier version and archive the current one; "
+                           "who and why are recorded", _cmd_rollback)
+    p.add_argument("model", metavar="MODEL", help="model name")
+    p.add_argument("--to", type=int, dest="to_version", metavar="VERSION",
+                   help="version to publish (default: the newest archived version older "
+                        "than the current one)")
+    p.add_argument("--why", required=True, metavar="TEXT",
+                   help="reason for the rollback (required; kept in the history)")
+    p.add_argument("--who", default=None, metavar="NAME",
+                   help="who is rolling back (default: $USER or 'unknown')")
+
+    p = action("check", "report consistency problems; exit 1 if any", _cmd_check)
+    p.add_argument("model", nargs="?", metavar="MODEL", help="model name (default: all)")
+
+
+def _registry(args) -> Registry:
+    root = getattr(args, "root", None)
+    return Registry(root or paths.registry_root(paths.artifact_root()))
+
+
+def _fmt_metric(metrics: Any, key: str) -> str:
+    value = metrics.get(key) if isinstance(metrics, dict) else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:.4f}"
+    return "-"
+
+
+def _fmt_span(span: Any) -> str:
+    if span is None or span == "":
+        return "-"
+    if isinstance(span, dict):
+        start = span.get("start") or span.get("first")
+        end = span.get("end") or span.get("last")
+        if start or end:
+            return f"{start}..{end}" if start != end else str(start)
+        return json.dumps(span, sort_keys=True)
+    if isinstance(span, (list, tuple)):
+        if not span:
+            return "-"
+        return str(span[0]) if len(span) == 1 else f"{span[0]}..{span[-1]}"
+    return str(span)
+
+
+def _fmt_gate(gate: Any) -> str:
+    if not isinstance(gate, dict):
+        return "-"
+    if gate.get("forced"):
+        return "forced"
+    return "blessed" if gate.get("blessed") else "not blessed"
+
+
+def _fmt_created(created: Any) -> str:
+    if not created:
+        return "-"
+    try:
+        return dt.datetime.fromisoformat(str(created)).strftime("%Y-%m-%d %H:%M:%SZ")
+    except ValueError:
+        return str(created)
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def _cmd_list(args) -> int:
+    reg = _registry(args)
+    names = [args.model] if args.model else reg.models()
+    if not names:
+        print(f"registry {reg.root}: no models")
+        return 0
+    for i, name in enumerate(names):
+        versions = reg.list_versions(name)
+        current = reg.current_version(name)
+        if i:
+            print()
+        print(f"model {name}  (current: {current if current is not None else 'none'}, "
+              f"{len(versions)} version(s), {reg.root / name})")
+        rows = [["VERSION", "STAGE", "CREATED", "SPAN", "RUN_ID", "AUC", "LOG_LOSS", "GATE"]]
+        for m in versions:
+            marker = "*" if m.get("version") == current else ""
+            rows.append([f"{m.get('version')}{marker}", str(m.get("stage")),
+                         _fmt_created(m.get("created_at")), _fmt_span(m.get("data_span")),
+                         str(m.get("run_id") or "-"),
+                         _fmt_metric(m.get("metrics"), "auc"),
+                         _fmt_metric(m.get("metrics"), "log_loss"), _fmt_gate(m.get("gate"))])
+        print(_table(rows))
+    return 0
+
+
+def _cmd_show(args) -> int:
+    reg = _registry(args)
+    if args.version is None:
+        meta = reg.current(args.model)
+        if meta is None:
+            reg.list_versions(args.model)  # unknown model -> NotFound
+            raise ValueError(f"model {args.model!r} has no published version; pass VERSION")
+    else:
+        meta = reg.get(args.model, args.version)
+    print(json.dumps(meta, indent=2, sort_keys=True))
+    return 0
+
+
+def _cmd_rollback(args) -> int:
+    reg = _registry(args)
+    previous = reg.current_version(args.model) if args.model in reg.models() else None
+    meta = reg.rollback(args.model, args.to_version, who=args.who or default_who(),
+                        why=args.why)
+    print(f"model {args.model}: version {meta['version']} is now published "
+          f"(was {previous}); recorded: {meta['history'][-1]['who']}: "
+          f"{meta['history'][-1]['why']}")
+    return 0
+
+
+def _cmd_check(args) -> int:
+    reg = _registry(args)
+    names = [args.model] if args.model else reg.models()
+    if not names:
+        print(f"registry {reg.root}: no models")
+        return 0
+    bad = False
+    for name in names:
+        report = reg.check_report(name)
+        errors, warnings = report["errors"], report["warnings"]
+        bad = bad or bool(errors)
+        status = "ok" if not errors else f"{len(errors)} problem(s)"
+        print(f"model {name}: {status}")
+        for line in errors:
+            print(f"  error: {line}")
+        for line in warnings:
+            print(f"  warning: {line}")
+    return 1 if bad else 0
+

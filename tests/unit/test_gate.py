@@ -1,0 +1,132 @@
+"""The blessing gate: every rule passing and failing, the first run, forced publishes."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components.gate import NO_BASELINE_REASON, Decision, Thresholds, decide
+
+T = Thresholds()  # min_auc 0.6, no max_log_loss, max_auc_drop 0.002, max_ll_increase 0.002
+BASE = {"auc": 0.7812, "log_loss": 0.4500}
+
+
+def rule(decision: Decision, name: str) -> dict:
+    (r,) = [r for r in decision.rules if r["name"] == name]
+    return r
+
+
+def test_better_candidate_is_blessed_with_one_reason_per_rule():
+    d = decide({"auc": 0.79, "log_loss": 0.44, "n": 123}, BASE, T)
+    assert d.blessed and not d.forced and d.baseline_present
+    assert [r["name"] for r in d.rules] == ["min_auc", "max_auc_drop", "max_log_loss_increase"]
+    assert all(r["passed"] for r in d.rules)
+    assert "auc 0.7900 >= min_auc 0.6000: pass" in d.reasons
+    assert any(line.startswith("auc 0.7900 >= baseline auc 0.7812") for line in d.reasons)
+    assert d.reasons[-1] == "blessed: all 3 rules pass"
+
+
+def test_min_auc_fail():
+    d = decide({"auc": 0.55, "log_loss": 0.4}, None, T)
+    assert not d.blessed
+    r = rule(d, "min_auc")
+    assert r == {"name": "min_auc", "passed": False, "observed": 0.55, "limit": 0.6}
+    assert "auc 0.5500 >= min_auc 0.6000: fail" in d.reasons
+    assert d.reasons[-1] == "not blessed: failed rules min_auc"
+
+
+def test_max_log_loss_only_when_set():
+    assert "max_log_loss" not in [r["name"] for r in decide({"auc": 0.7, "log_loss": 9}, None, T).rules]
+    th = Thresholds(max_log_loss=0.5)
+    assert decide({"auc": 0.7, "log_loss": 0.5}, None, th).blessed  # inclusive
+    d = decide({"auc": 0.7, "log_loss": 0.51}, None, th)
+    assert not d.blessed and not rule(d, "max_log_loss")["passed"]
+    assert "log_loss 0.5100 <= max_log_loss 0.5000: fail" in d.reasons
+
+
+def test_auc_drop_within_allowance_passes_and_beyond_fails():
+    within = decide({"auc": 0.7812 - 0.002, "log_loss": 0.45}, BASE, T)  # exactly on the limit
+    assert within.blessed and rule(within, "max_auc_drop")["passed"]
+    beyond = decide({"auc": 0.7790, "log_loss": 0.45}, BASE, T)
+    r = rule(beyond, "max_auc_drop")
+    assert not beyond.blessed and not r["passed"]
+    assert r["observed"] == 0.7790 and r["baseline"] == 0.7812
+    assert r["limit"] == pytest.approx(0.7792)
+    assert any("max_auc_drop 0.0020 (= 0.7792): fail" in line for line in beyond.reasons)
+
+
+def test_log_loss_increase_rule():
+    ok = decide({"auc": 0.79, "log_loss": 0.452}, BASE, T)
+    assert ok.blessed and rule(ok, "max_log_loss_increase")["passed"]
+    bad = decide({"auc": 0.79, "log_loss": 0.46}, BASE, T)
+    assert not bad.blessed
+    assert not rule(bad, "max_log_loss_increase")["passed"]
+    assert bad.failed_rules == ["max_log_loss_increase"]
+
+
+def test_no_baseline_decides_on_absolute_thresholds_only():
+    # Far worse than BASE would allow, but there is no baseline: only min_auc applies.
+    d = decide({"auc": 0.61, "log_loss": 0.9}, None, T)
+    assert d.blessed and not d.baseline_present
+    assert NO_BASELINE_REASON in d.reasons
+    assert NO_BASELINE_REASON == "no published baseline: decided on absolute thresholds only"
+    assert [r["name"] for r in d.rules] == ["min_auc"]
+    assert not decide({"auc": 0.59, "log_loss": 0.3}, None, T).blessed
+
+
+def test_forced_with_reason_blesses_failing_candidate():
+    d = decide({"auc": 0.5, "log_loss": 0.9}, BASE, T, force_reason="  INC-42: eval set bug ")
+    assert d.blessed and d.forced
+    assert d.force_reason == "INC-42: eval set bug"
+    assert d.failed_rules == ["min_auc", "max_auc_drop", "max_log_loss_increase"]
+    assert "INC-42: eval set bug" in d.reasons[-1] and "force" in d.reasons[-1]
+
+
+def test_force_on_passing_candidate_is_recorded_but_not_forced():
+    d = decide({"auc": 0.8, "log_loss": 0.4}, BASE, T, force_reason="just in case")
+    assert d.blessed and not d.forced and d.force_reason == "just in case"
+    assert any("not needed" in line for line in d.reasons)
+
+
+@pytest.mark.parametrize("reason", ["", "   ", "\n"])
+def test_forced_without_reason_is_refused(reason):
+    with pytest.raises(ValueError, match="force_reason"):
+        decide({"auc": 0.5, "log_loss": 0.9}, BASE, T, force_reason=reason)
+
+
+@pytest.mark.parametrize("candidate,baseline,missing", [
+    ({"log_loss": 0.4}, None, "'auc'"),
+    ({"auc": 0.7}, None, "'log_loss'"),
+    ({"auc": 0.7, "log_loss": 0.4}, {"auc": 0.7}, "'log_loss'"),
+    ({"auc": 0.7, "log_loss": 0.4}, {"log_loss": 0.4}, "'auc'"),
+])
+def test_missing_metric_key_names_the_key(candidate, baseline, missing):
+    with pytest.raises(ValueError, match=missing):
+        decide(candidate, baseline, T)
+
+
+def test_non_numeric_metric_and_nan():
+    with pytest.raises(ValueError, match="auc"):
+        decide({"auc": "0.7", "log_loss": 0.4}, None, T)
+    # A NaN metric never blesses by accident.
+    assert not decide({"auc": float("nan"), "log_loss": 0.4}, None, T).blessed
+
+
+def test_thresholds_validation_and_dict_roundtrip():
+    with pytest.raises(ValueError):
+        Thresholds(min_auc=1.5)
+    with pytest.raises(ValueError):
+        Thresholds(max_auc_drop=-0.1)
+    with pytest.raises(ValueError, match="unknown"):
+        Thresholds.from_dict({"min_aux": 0.7})
+    th = Thresholds.from_dict({"min_auc": 0.7, "max_log_loss": 0.5})
+    assert th == Thresholds(min_auc=0.7, max_log_loss=0.5)
+    assert Thresholds.from_dict(th.to_dict()) == th
+
+
+def test_decision_to_dict_is_json_and_roundtrips():
+    d = decide({"auc": 0.79, "log_loss": 0.44}, BASE, T)
+    data = json.loads(json.dumps(d.to_dict()))
+    assert data["blessed"] is True and data["baseline_present"] is True
+    assert data["forced"] is False and data["thresholds"]["min_auc"] == 0.6
+    assert Decision.from_dict(data) == d
