@@ -1,0 +1,38 @@
+"""Step wrapper around the Beam job, so Airflow launches it like every other step.
+
+The job itself (`beam_jobs.preprocess_ctr`) stays a standalone Beam program with the
+canonical `run(argv)`; this spec only turns a typed request into its argv, adding any
+runner options (e.g. `--runner=FlinkRunner --flink_master=...`) from configuration.
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+from components.common.step import main
+
+
+@dataclasses.dataclass
+class PreprocessSpec:
+    raw_root: str                # folder holding dt=YYYY-MM-DD partitions
+    span: str                    # newest day of the window, YYYY-MM-DD
+    output_dir: str
+    window_days: int = 3
+    eval_percent: int = 20
+    beam_args: list[str] = dataclasses.field(default_factory=lambda: ["--runner=DirectRunner"])
+
+
+def to_argv(spec: PreprocessSpec) -> list[str]:
+    return ["--raw-root", spec.raw_root, "--span", spec.span, "--output-dir", spec.output_dir,
+            "--window-days", str(spec.window_days), "--eval-percent", str(spec.eval_percent),
+            *spec.beam_args]
+
+
+def run(spec: PreprocessSpec) -> dict:
+    """Run the Beam + tf.Transform job for the span window; return its summary."""
+    from beam_jobs import preprocess_ctr
+    return preprocess_ctr.run(to_argv(spec))
+
+
+if __name__ == "__main__":
+    sys.exit(main(PreprocessSpec, run))
