@@ -20,6 +20,7 @@ def atomic_dir(target: str | os.PathLike, overwrite: bool = True) -> Iterator[Pa
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; artifacts are shared reads
     try:
         yield tmp
         if target.exists():
@@ -42,6 +43,7 @@ def write_json(path: str | os.PathLike, obj) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600
         with os.fdopen(fd, "w") as f:
             json.dump(obj, f, indent=2, sort_keys=True, default=str)
             f.write("\n")
@@ -51,6 +53,12 @@ def write_json(path: str | os.PathLike, obj) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def read_json(path: str | os.PathLike):
