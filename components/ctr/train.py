@@ -1,0 +1,116 @@
+"""Train the CTR model on the transformed shards and export a serving SavedModel.
+
+Reads `train/*.tfrecord.gz` and the tf.Transform output written by the preprocess job;
+writes `<out_dir>/serving_model` (SavedModel whose `serving_default` takes *raw*
+features and applies the transform graph itself, so clients never re-implement
+preprocessing) and `<out_dir>/train_summary.json`. The write is atomic.
+
+Single process for now; the parameter-server trainer replaces it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from components.common.step import main
+
+log = logging.getLogger(__name__)
+
+SERVING_DIR = "serving_model"
+SUMMARY_FILE = "train_summary.json"
+
+
+@dataclasses.dataclass
+class TrainSpec:
+    preprocess_dir: str          # output of beam_jobs.preprocess_ctr
+    out_dir: str                 # model artifact directory (created atomically)
+    epochs: int = 2
+    batch_size: int = 1024
+    learning_rate: float = 0.002
+    l2: float = 1e-6
+    hidden_units: tuple[int, ...] | list[int] = (128, 64)
+    seed: int = 1
+
+
+def _dataset(pattern: str, feature_spec: dict, batch_size: int, shuffle: bool, seed: int):
+    import tensorflow as tf
+    from components.ctr import features as F
+    files = tf.io.gfile.glob(pattern)
+    if not files:
+        raise FileNotFoundError(f"no transformed shards match {pattern}")
+    ds = tf.data.TFRecordDataset(files, compression_type="GZIP", num_parallel_reads=tf.data.AUTOTUNE)
+    if shuffle:
+        ds = ds.shuffle(100_000, seed=seed, reshuffle_each_iteration=True)
+    ds = ds.batch(batch_size).map(lambda x: tf.io.parse_example(x, feature_spec),
+                                  num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.map(lambda f: (f, f.pop(F.LABEL_KEY)))
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def run(spec: TrainSpec) -> dict:
+    """Train, export the serving model with its transform graph, check the export."""
+    import tensorflow as tf
+    import tensorflow_transform as tft
+    from tensorflow_transform.keras_lib import tf_keras
+
+    from components.common.atomic import atomic_dir, write_json
+    from components.ctr import features as F
+    from components.ctr.model import build_model
+    from components.ctr.transform import raw_feature_spec
+    from beam_jobs.preprocess_ctr import TRAIN_DIR, EVAL_DIR, TRANSFORM_DIR
+
+    tf.keras.utils.set_random_seed(spec.seed) if hasattr(tf.keras, "utils") else None
+    tf.random.set_seed(spec.seed)
+    pre = Path(spec.preprocess_dir)
+    tft_output = tft.TFTransformOutput(str(pre / TRANSFORM_DIR))
+    feature_spec = tft_output.transformed_feature_spec()
+    train_ds = _dataset(str(pre / TRAIN_DIR / "*.tfrecord.gz"), dict(feature_spec),
+                        spec.batch_size, shuffle=True, seed=spec.seed)
+    eval_ds = _dataset(str(pre / EVAL_DIR / "*.tfrecord.gz"), dict(feature_spec),
+                       4 * spec.batch_size, shuffle=False, seed=spec.seed)
+
+    model = build_model(tuple(spec.hidden_units), spec.l2)
+    model.compile(optimizer=tf_keras.optimizers.Adam(spec.learning_rate),
+                  loss=tf_keras.losses.BinaryCrossentropy(),
+                  metrics=[tf_keras.metrics.AUC(name="auc", num_thresholds=2000),
+                           tf_keras.metrics.BinaryCrossentropy(name="log_loss")])
+    started = time.time()
+    history = model.fit(train_ds, epochs=spec.epochs, validation_data=eval_ds, verbose=2)
+    train_seconds = time.time() - started
+
+    raw_spec = raw_feature_spec()
+    model.tft_layer = tft_output.transform_features_layer()
+
+    @tf.function(input_signature=[{k: tf.TensorSpec([None], v.dtype, name=k)
+                                   for k, v in raw_spec.items()}])
+    def serve(raw_features):
+        transformed = model.tft_layer(raw_features)
+        return {"p_click": model(transformed, training=False)}
+
+    out = Path(spec.out_dir)
+    with atomic_dir(out) as tmp:
+        tf.saved_model.save(model, str(tmp / SERVING_DIR),
+                            signatures={"serving_default": serve.get_concrete_function()})
+        if not (tmp / SERVING_DIR / "saved_model.pb").exists():
+            raise RuntimeError("export wrote no saved_model.pb")
+        summary = {
+            "epochs": spec.epochs,
+            "train_seconds": round(train_seconds, 1),
+            "history": {k: [round(float(x), 5) for x in v] for k, v in history.history.items()},
+            "params": int(model.count_params()),
+            "serving_inputs": sorted(raw_spec),
+        }
+        write_json(tmp / SUMMARY_FILE, summary)
+    log.info("trained in %.1fs; exported %s", train_seconds, out / SERVING_DIR)
+    return {"model_dir": str(out / SERVING_DIR), "artifact_dir": str(out),
+            "val_auc": summary["history"].get("val_auc", [None])[-1],
+            "val_log_loss": summary["history"].get("val_log_loss", [None])[-1],
+            "train_seconds": summary["train_seconds"]}
+
+
+if __name__ == "__main__":
+    sys.exit(main(TrainSpec, run))
