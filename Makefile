@@ -1,0 +1,61 @@
+# retrain developer entry points. Everything runs from the repo's virtualenv ($(VENV)).
+# Airflow settings (project-local AIRFLOW_HOME, dags folder, SQLite, no examples, UI on
+# 127.0.0.1:8080) live in one place: scripts/airflow-env.sh, sourced by the Airflow targets.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := test
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+UV := $(VENV)/bin/uv
+UV_VERSION := 0.13.9
+export VENV
+
+AIRFLOW_ENV := source scripts/airflow-env.sh &&
+# Stamp of the last `airflow db migrate` of the project-local home (airflow_home/ unless
+# RETRAIN_AIRFLOW_HOME is set); redone whenever the venv is re-synced.
+AIRFLOW_STAMP := $(shell source scripts/airflow-env.sh && echo "$$AIRFLOW_HOME")/.migrated
+
+.PHONY: venv test airflow-init ui ui-components demo
+
+## venv: create $(VENV) if missing and sync it to requirements.lock (+ this repo, editable)
+venv: $(VENV)/.synced
+
+$(PY):
+	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
+
+# A venv made by uv has no pip: bootstrap it with ensurepip first.
+$(UV): | $(PY)
+	$(PY) -m pip --version >/dev/null 2>&1 || $(PY) -m ensurepip --upgrade --default-pip
+	$(VENV)/bin/pip install uv==$(UV_VERSION)
+
+# --compile-bytecode: the environment exports PYTHONDONTWRITEBYTECODE=1, so without .pyc
+# files every process recompiles what it imports (`import airflow`: ~4.5 s instead of ~1.4 s).
+# `uv pip sync` keeps pip/setuptools/uv themselves and removes anything not in the lock.
+$(VENV)/.synced: requirements.lock pyproject.toml | $(UV)
+	$(UV) pip sync --python $(PY) --compile-bytecode requirements.lock
+	$(UV) pip install --python $(PY) --no-deps -e .
+	touch $@
+
+## test: the whole test suite
+test: venv
+	$(PY) -m pytest -q tests
+
+## airflow-init: (re)migrate the project-local Airflow metadata DB (SQLite)
+airflow-init: venv
+	$(AIRFLOW_ENV) mkdir -p "$$AIRFLOW_HOME" && airflow db migrate && touch "$$AIRFLOW_HOME/.migrated"
+
+$(AIRFLOW_STAMP): $(VENV)/.synced
+	$(MAKE) airflow-init
+
+## ui: Airflow UI + REST API on http://127.0.0.1:8080 (user admin, password printed), foreground
+ui: $(AIRFLOW_STAMP)
+	scripts/airflow-ui.sh standalone
+
+## ui-components: same, but only api-server + scheduler + dag-processor (no triggerer)
+ui-components: $(AIRFLOW_STAMP)
+	scripts/airflow-ui.sh components
+
+## demo: end-to-end demo (retrain.demo); extra arguments via ARGS="..."
+demo: $(AIRFLOW_STAMP)
+	$(AIRFLOW_ENV) $(PY) -m retrain.demo $(ARGS)

@@ -1,0 +1,155 @@
+"""The embedded default: a week of synthetic logs, two daily runs of the real DAG.
+
+`make demo` (or `retrain demo`) generates seven days of click logs under RETRAIN_HOME,
+runs `airflow dags test ctr_daily_retrain` for two consecutive logical dates against the
+project-local SQLite metadata DB, and prints what a person wants to know: rows
+validated and processed, the model's metrics next to the Bayes-optimal ones, whether it
+was blessed and why, and the registry version. Safe to run again on the same checkout:
+existing days are reused and every run gets its own run id and artifact folder.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from components.common.paths import artifact_root, registry_root, run_dir
+
+DAG_ID = "ctr_daily_retrain"
+MODEL = "ctr"
+
+
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser(
+        "demo", help="generate a week of logs and run the daily DAG for two days",
+        description=__doc__.split("\n\n")[1].replace("\n", " "))
+    p.add_argument("--start", default="2026-11-01", help="first generated day (default 2026-11-01)")
+    p.add_argument("--days", type=int, default=7, help="days of logs to generate (default 7)")
+    p.add_argument("--rows-per-day", type=int, default=50_000, help="impressions per day (default 50000)")
+    p.add_argument("--runs", type=int, default=2,
+                   help="consecutive daily runs, ending with the last generated day (default 2)")
+    p.add_argument("--home", default=None, help="artifact root (default: $RETRAIN_HOME or ./var)")
+    p.set_defaults(func=_cli)
+
+
+def _cli(args: argparse.Namespace) -> int:
+    return run_demo(dt.date.fromisoformat(args.start), args.days, args.rows_per_day,
+                    args.runs, artifact_root(args.home))
+
+
+def run_demo(start: dt.date, days: int, rows_per_day: int, runs: int, home: Path) -> int:
+    from components.ctr.generate import GenerateSpec, format_table, run as generate
+
+    if not 1 <= runs <= days:
+        raise ValueError(f"--runs must lie in [1, days={days}], got {runs}")
+    os.environ["RETRAIN_HOME"] = str(home)
+    print(f"==> generating {days} days x {rows_per_day} rows under {home}/raw/ctr", flush=True)
+    gen = generate(GenerateSpec(out_root=str(home), start=start.isoformat(), days=days,
+                                rows_per_day=rows_per_day))
+    print(format_table(gen), flush=True)
+    last = start + dt.timedelta(days=days - 1)
+    spans = [last - dt.timedelta(days=i) for i in range(runs - 1, -1, -1)]
+    summaries = []
+    for span in spans:
+        logical = span + dt.timedelta(days=1)   # the DAG trains on the day before its run
+        summaries.append(run_dag(logical, span, home))
+    print(format_summary(summaries, home))
+    return 0 if all(s.get("ok") for s in summaries) else 1
+
+
+def run_dag(logical: dt.date, span: dt.date, home: Path) -> dict:
+    """One `airflow dags test` run; returns its run summary (read from its artifacts)."""
+    log_dir = home / "demo-logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_file = log_dir / f"{DAG_ID}-{logical.isoformat()}-{int(time.time())}.log"
+    cmd = [str(Path(sys.executable).with_name("airflow")), "dags", "test", DAG_ID,
+           logical.isoformat()]
+    print(f"==> {' '.join(cmd[1:])}  (span {span}; log: {log_file})", flush=True)
+    started = time.time()
+    with open(log_file, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for line in proc.stdout:
+            out.write(line)
+            if _is_progress(line):
+                print("    " + line.strip()[-160:], flush=True)
+        code = proc.wait()
+    seconds = time.time() - started
+    summary = _latest_summary(home, span, since=started) or {}
+    summary.update(ok=code == 0 and bool(summary), seconds=round(seconds), log=str(log_file),
+                   span=span.isoformat())
+    if code != 0:
+        print(f"!!  run for {logical} failed (exit {code}); see {log_file}", flush=True)
+    return summary
+
+
+def _is_progress(line: str) -> bool:
+    keys = ("Marking task as", "[validate]", "[preprocess]", "[train] Epoch", "gate:",
+            "preprocess summary", "ERROR", "Traceback", "failed:")
+    return any(k in line for k in keys) and "DeprecationWarning" not in line
+
+
+def _latest_summary(home: Path, span: dt.date, since: float) -> dict | None:
+    base = run_dir(home, MODEL, span, "x").parent
+    found = [p for p in base.glob("*/run_summary.json") if p.stat().st_mtime >= since]
+    if not found:
+        return None
+    return json.loads(max(found, key=lambda p: p.stat().st_mtime).read_text())
+
+
+def _f(x, nd=4) -> str:
+    return "-" if x is None else f"{x:.{nd}f}"
+
+
+def format_summary(summaries: list[dict], home: Path) -> str:
+    from components.registry import Registry
+
+    lines = ["", "=" * 78, "retrain demo: ctr_daily_retrain", "=" * 78]
+    for s in summaries:
+        lines.append(f"span {s['span']}  ({s['seconds']}s, {'ok' if s['ok'] else 'FAILED'})")
+        if not s.get("evaluation"):
+            lines.append(f"  no run summary; task log: {s['log']}")
+            continue
+        v, p, ev = s["validation"], s["preprocess"], s["evaluation"]
+        cand, base, bayes = ev["candidate"], ev.get("baseline"), ev.get("bayes_optimal") or {}
+        lines += [
+            f"  validated   {v.get('rows', '?'):>9,} rows of the span; "
+            f"{v.get('n_failed', 0)} failed expectations",
+            f"  processed   {p['rows_in']:>9,} rows over {len(p['window'])} days "
+            f"({p['rows_train']:,} train / {p['rows_eval']:,} eval, {p['rows_per_second']:,} rows/s)",
+            f"  {'':12}{'AUC':>8} {'log loss':>9}",
+            f"  {'candidate':12}{_f(cand['auc']):>8} {_f(cand['log_loss']):>9}",
+            f"  {'baseline':12}{_f(base and base['auc']):>8} {_f(base and base['log_loss']):>9}"
+            + ("" if base else "   (no published model yet)"),
+            f"  {'Bayes-opt.':12}{_f(bayes.get('auc')):>8} {_f(bayes.get('log_loss')):>9}"
+            + (f"   gap {bayes['auc'] - cand['auc']:+.4f} AUC" if bayes.get("auc") else ""),
+            f"  blessed     {ev['blessed']}: " + "; ".join(ev["reasons"]),
+            f"  registry    " + (f"published as {MODEL} v{s['published']['version']}"
+                                 if s.get("published") else "not published"),
+        ]
+    registry = Registry(registry_root(home))
+    current = registry.current(MODEL) if MODEL in registry.models() else None
+    lines += ["", f"registry {registry_root(home)}: current {MODEL} version "
+                  f"{current['version'] if current else '-'}"
+                  f" ({len(registry.list_versions(MODEL)) if current else 0} versions);"
+                  f" inspect with: retrain registry list {MODEL}",
+              "Airflow UI: run `make ui`, then open http://127.0.0.1:8080 "
+              "(user and password are printed at start-up)",
+              "=" * 78]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="retrain-demo")
+    sub = parser.add_subparsers(dest="command")
+    add_cli(sub)
+    args = parser.parse_args(["demo", *(argv if argv is not None else sys.argv[1:])])
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

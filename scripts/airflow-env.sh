@@ -1,0 +1,36 @@
+# shellcheck shell=bash
+# The one place for the local Airflow settings; sourced by the Makefile targets
+# (`source scripts/airflow-env.sh`) and by hand (`. scripts/airflow-env.sh; airflow dags list`).
+#
+# Why explicit env vars instead of airflow.cfg: Airflow 3 writes a full airflow.cfg into
+# AIRFLOW_HOME on first start, with dags_folder=$AIRFLOW_HOME/dags and load_examples=True.
+# AIRFLOW__SECTION__KEY variables override that file, so the settings below hold whatever
+# the generated file says. Production sets its own values (Postgres, Celery/Kubernetes).
+
+_retrain_root="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)"
+
+# Project-local home (gitignored). RETRAIN_AIRFLOW_HOME overrides it; an AIRFLOW_HOME
+# inherited from the shell is deliberately ignored so `make ui` never uses ~/airflow.
+export AIRFLOW_HOME="${RETRAIN_AIRFLOW_HOME:-$_retrain_root/airflow_home}"
+export AIRFLOW__CORE__DAGS_FOLDER="$_retrain_root/dags"
+export AIRFLOW__CORE__LOAD_EXAMPLES=False
+export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="sqlite:///$AIRFLOW_HOME/airflow.db"
+export AIRFLOW__CORE__EXECUTOR=LocalExecutor
+# LocalExecutor starts up to `parallelism` worker processes (~130 MB each; the default 32
+# meant 32 workers on this 2-core machine).
+export AIRFLOW__CORE__PARALLELISM="${AIRFLOW__CORE__PARALLELISM:-4}"
+# UI / REST API only on loopback (the default host is 0.0.0.0).
+export AIRFLOW__API__HOST=127.0.0.1
+export AIRFLOW__API__PORT="${AIRFLOW__API__PORT:-8080}"
+# SimpleAuthManager: one fixed admin user; its password lives in this JSON file
+# ({"admin": "<password>"}); scripts/airflow-ui.sh writes it before the first start.
+export AIRFLOW__CORE__AUTH_MANAGER=airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager
+export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=admin:admin
+export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE="$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated"
+# `airflow standalone` starts its components as `airflow <component>` looked up on PATH.
+case "${VENV:-.venv}" in
+  /*) export PATH="${VENV}/bin:$PATH" ;;
+  *) export PATH="$_retrain_root/${VENV:-.venv}/bin:$PATH" ;;
+esac
+
+unset _retrain_root

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Serve the Airflow UI + REST API on http://127.0.0.1:8080 with the repo's dags/, in the
+# foreground (Ctrl-C stops every component, in about 5-15 s). Login: user `admin`, password printed below
+# and kept in $AIRFLOW_HOME/simple_auth_manager_passwords.json.generated.
+#
+#   scripts/airflow-ui.sh              # `airflow standalone`: api-server, scheduler,
+#                                      # dag-processor and triggerer
+#   scripts/airflow-ui.sh components   # only api-server + scheduler + dag-processor
+#
+# RETRAIN_ADMIN_PASSWORD=... sets the password; otherwise one is generated on first start
+# and reused. Expects a migrated DB (`make airflow-init`).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=scripts/airflow-env.sh
+source scripts/airflow-env.sh
+
+mkdir -p "$AIRFLOW_HOME"
+pwfile="$AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"
+if [[ -n "${RETRAIN_ADMIN_PASSWORD:-}" || ! -s "$pwfile" ]]; then
+  # SimpleAuthManager reads {"user": "password"} from this file and only generates a
+  # password for users missing from it, so a pre-written file fixes the admin password.
+  (umask 077; python - "$pwfile" <<'PY'
+import json, os, secrets, sys
+pw = os.environ.get("RETRAIN_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+with open(sys.argv[1], "w") as f:
+    f.write(json.dumps({"admin": pw}) + "\n")
+PY
+  )
+fi
+password="$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["admin"])' "$pwfile")"
+echo "Airflow UI: http://${AIRFLOW__API__HOST}:${AIRFLOW__API__PORT}/  user: admin  password: ${password}"
+echo "  (password file: $pwfile; the UI answers after about 30-60 s)"
+echo "  REST: curl -s -X POST http://${AIRFLOW__API__HOST}:${AIRFLOW__API__PORT}/auth/token \\"
+echo "          -H 'Content-Type: application/json' -d '{\"username\":\"admin\",\"password\":\"${password}\"}'"
+
+# Ctrl-C must stop every component. It does not if SIGINT reaches them directly: on
+# SIGINT the scheduler waits forever for its LocalExecutor workers, which ignore SIGINT
+# (seen with 3.3.2; `airflow standalone` then hangs at "Shutting down components").
+# SIGTERM to the whole process group stops everything in about 5-15 s. So the components
+# run in their own session/process group (setsid: the terminal's SIGINT does not reach
+# them) and this script turns Ctrl-C / SIGTERM into SIGTERM for that group.
+leader=""
+stop_group() {
+  trap - INT TERM EXIT
+  local group="$leader"
+  leader=""
+  [[ -n "$group" ]] || return 0
+  kill -TERM -- "-$group" 2>/dev/null || return 0
+  echo "airflow-ui: stopping Airflow (process group $group)..." >&2
+  for _ in $(seq 60); do
+    # zombies (stat Z) are already dead; anything else is still shutting down
+    ps -o stat= -s "$group" 2>/dev/null | grep -qv '^Z' || return 0
+    sleep 1
+  done
+  echo "airflow-ui: still running after 60 s, sending SIGKILL" >&2
+  kill -KILL -- "-$group" 2>/dev/null || true
+}
+run_group() {
+  setsid "$@" &
+  leader=$!
+  trap stop_group INT TERM EXIT
+  wait "$leader" || true
+  stop_group
+}
+
+case "${1:-standalone}" in
+  standalone)
+    run_group airflow standalone
+    ;;
+  components)
+    # Exits (and so stops the rest) as soon as one component exits.
+    run_group bash -c 'airflow api-server & airflow scheduler & airflow dag-processor & wait -n'
+    ;;
+  *)
+    echo "usage: $0 [standalone|components]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,112 @@
+"""The whole `ctr_daily_retrain` DAG, run for real with `dag.test()` on tiny spans.
+
+Two consecutive days: the first publishes with no baseline, the second is evaluated
+against the first on the same rows. Every task runs its real step (great-expectations,
+Beam + tf.Transform, TensorFlow, registry) in a child process.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import json
+import os
+
+import pytest
+
+from components.ctr.generate import GenerateSpec, run as generate
+from components.registry import Registry
+
+pytestmark = pytest.mark.integration
+
+UTC = dt.timezone.utc
+TASKS = {"resolve_span", "validate", "preprocess", "train", "evaluate", "push"}
+
+
+def _load_dag():
+    from conftest import DAGS_FOLDER
+    spec = importlib.util.spec_from_file_location("ctr_daily_retrain_dag",
+                                                  DAGS_FOLDER / "ctr_daily_retrain.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def retrain_home(tmp_path_factory):
+    home = tmp_path_factory.mktemp("dag-home")
+    generate(GenerateSpec(out_root=str(home), start="2026-11-01", days=3, rows_per_day=6000,
+                          n_users=5000, n_items=3000, n_categories=50))
+    old = os.environ.get("RETRAIN_HOME")
+    os.environ["RETRAIN_HOME"] = str(home)
+    yield home
+    if old is None:
+        os.environ.pop("RETRAIN_HOME", None)
+    else:
+        os.environ["RETRAIN_HOME"] = old
+
+
+def _states(dag_run) -> dict[str, str]:
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    with create_session() as session:
+        tis = session.query(TaskInstance).filter(TaskInstance.dag_id == dag_run.dag_id,
+                                                 TaskInstance.run_id == dag_run.run_id).all()
+        return {ti.task_id: str(ti.state.value if hasattr(ti.state, "value") else ti.state)
+                for ti in tis}
+
+
+def test_two_daily_runs_publish_and_compare(airflow_home, retrain_home):
+    module = _load_dag()
+    dag = module.ctr_daily_retrain()
+    conf = {"window_days": 2, "epochs": 1, "eval_percent": 25}
+
+    first = dag.test(logical_date=dt.datetime(2026, 11, 3, tzinfo=UTC), run_conf=conf)
+    states = _states(first)
+    assert set(states) == TASKS
+    assert all(s == "success" for s in states.values()), states
+
+    registry = Registry(retrain_home / "registry")
+    current = registry.current("ctr")
+    assert current is not None and current["version"] == 1
+    assert current["data_span"] == "2026-11-02"          # the day before the logical date
+    assert current["run_id"] == first.run_id
+    assert 0.5 < current["metrics"]["auc"] <= 1.0 and current["metrics"]["log_loss"] > 0
+    assert "no published baseline" in " ".join(current["gate"]["reasons"])
+    assert (registry.model_path("ctr", 1) / "saved_model.pb").exists()
+
+    # An unreachable bar: the candidate is evaluated against v1 and rejected; push is
+    # skipped (so no asset event) and the registry is untouched.
+    rejected = dag.test(logical_date=dt.datetime(2026, 11, 4, tzinfo=UTC),
+                        run_conf={**conf, "min_auc": 0.999})
+    states = _states(rejected)
+    assert states.pop("push") == "skipped", states
+    assert all(s == "success" for s in states.values()), states
+    summary = json.loads(next((retrain_home / "runs" / "ctr" / "dt=2026-11-03")
+                              .glob("*/run_summary.json")).read_text())
+    assert summary["published"] is None and summary["evaluation"]["blessed"] is False
+    assert summary["evaluation"]["baseline_version"] == 1
+    assert summary["evaluation"]["baseline"]["auc"] > 0.5     # scored on the same rows
+    assert registry.current("ctr")["version"] == 1
+
+    forced = dag.test(logical_date=dt.datetime(2026, 11, 4, tzinfo=UTC),
+                      run_conf={**conf, "min_auc": 0.999,
+                                "force_bless_reason": "integration test: operator override"})
+    states = _states(forced)
+    assert all(s == "success" for s in states.values()), states
+    current = registry.current("ctr")
+    assert current["version"] == 2 and current["data_span"] == "2026-11-03"
+    assert current["gate"]["forced"] is True
+    assert current["gate"]["force_reason"] == "integration test: operator override"
+    assert registry.get("ctr", 1)["stage"] == "archived"
+    assert registry.check("ctr") == []
+
+
+def test_published_model_emits_an_asset_event_with_lineage(airflow_home, retrain_home):
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    with create_session() as session:
+        events = (session.query(AssetEvent).join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+                  .filter(AssetModel.name == "ctr_model").all())
+        extras = [e.extra for e in events]
+    assert [x["version"] for x in extras] == [1, 2]
+    assert all({"span", "auc", "run_id", "code_version"} <= set(x) for x in extras)

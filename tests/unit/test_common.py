@@ -1,0 +1,112 @@
+"""Shared plumbing: span derivation, atomic writes, the step entry point and launcher."""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import sys
+
+import pytest
+
+from components.common import atomic, launch, paths, spans, step
+from components.ctr import features as F
+
+UTC = dt.timezone.utc
+
+
+def test_span_is_the_day_before_the_logical_date():
+    assert spans.derive_span(None, dt.datetime(2026, 11, 8, 0, 0, tzinfo=UTC)) == dt.date(2026, 11, 7)
+
+
+def test_span_without_logical_date_falls_back_to_run_after():
+    run_after = dt.datetime(2026, 11, 8, 13, 5, tzinfo=UTC)
+    assert spans.derive_span(None, None, run_after) == dt.date(2026, 11, 7)
+
+
+def test_span_param_wins_and_is_validated():
+    assert spans.derive_span("2026-10-01", dt.datetime(2026, 11, 8, tzinfo=UTC)) == dt.date(2026, 10, 1)
+    with pytest.raises(ValueError, match="YYYY-MM-DD"):
+        spans.derive_span("yesterday", None)
+    with pytest.raises(ValueError, match="cannot derive"):
+        spans.derive_span(None, None, None)
+
+
+def test_window_is_oldest_first_and_ends_at_span():
+    assert spans.window(dt.date(2026, 11, 3), 3) == [dt.date(2026, 11, 1), dt.date(2026, 11, 2),
+                                                     dt.date(2026, 11, 3)]
+    with pytest.raises(ValueError):
+        spans.window(dt.date(2026, 11, 3), 0)
+
+
+def test_run_dir_is_keyed_by_span_and_a_path_safe_run_id(tmp_path):
+    d = paths.run_dir(tmp_path, "ctr", dt.date(2026, 11, 7), "manual__2026-11-30T08:23:43+00:00")
+    assert d == tmp_path / "runs" / "ctr" / "dt=2026-11-07" / "manual__2026-11-30T08_23_43_00_00"
+
+
+def test_atomic_dir_publishes_only_on_success(tmp_path):
+    target = tmp_path / "artifact"
+    with pytest.raises(RuntimeError):
+        with atomic.atomic_dir(target) as tmp:
+            (tmp / "half").write_text("x")
+            raise RuntimeError("killed")
+    assert not target.exists() and list(tmp_path.iterdir()) == []
+    with atomic.atomic_dir(target) as tmp:
+        (tmp / "whole").write_text("x")
+    assert (target / "whole").exists()
+    with atomic.atomic_dir(target) as tmp:      # a rerun replaces it in one rename
+        (tmp / "again").write_text("y")
+    assert sorted(p.name for p in target.iterdir()) == ["again"]
+    assert [p.name for p in tmp_path.iterdir()] == ["artifact"]
+
+
+def test_write_json_roundtrip(tmp_path):
+    path = atomic.write_json(tmp_path / "a" / "b.json", {"x": 1, "d": dt.date(2026, 1, 2)})
+    assert atomic.read_json(path) == {"x": 1, "d": "2026-01-02"}
+
+
+def test_eval_split_is_stable_and_roughly_proportional():
+    ids = [f"2026-11-01-{i:08d}" for i in range(20_000)]
+    share = sum(F.is_eval(i, 20) for i in ids) / len(ids)
+    assert 0.18 < share < 0.22
+    assert [F.is_eval(i, 20) for i in ids[:100]] == [F.is_eval(i, 20) for i in ids[:100]]
+    assert all(F.is_eval(i, 20) <= F.is_eval(i, 30) for i in ids[:1000])  # nested splits
+
+
+@dataclasses.dataclass
+class _Spec:
+    n: int
+    name: str = "x"
+
+
+def _run(spec: _Spec) -> dict:
+    if spec.n < 0:
+        raise ValueError(f"n must be >= 0, got {spec.n}")
+    return {"double": spec.n * 2}
+
+
+def test_step_main_writes_result_or_error(tmp_path):
+    out = tmp_path / "r.json"
+    assert step.main(_Spec, _run, ["--spec", '{"n": 2}', "--result-file", str(out)]) == 0
+    assert json.loads(out.read_text()) == {"double": 4}
+    assert step.main(_Spec, _run, ["--spec", '{"n": -1}', "--result-file", str(out)]) == 1
+    assert "n must be >= 0" in json.loads(out.read_text())["error"]
+    assert step.main(_Spec, _run, ["--spec", '{"m": 1}', "--result-file", str(out)]) == 1
+    assert "unknown field" in json.loads(out.read_text())["error"]
+
+
+def test_launcher_surfaces_the_steps_own_error(tmp_path):
+    # components.validate fails fast (before heavy imports) on a missing span dir.
+    with pytest.raises(launch.StepFailed, match="does not exist|not found|No such|missing"):
+        launch.run_step("components.validate", {"span_dir": str(tmp_path / "nope"),
+                                                 "out_dir": str(tmp_path / "out")})
+
+
+def test_launcher_returns_the_result(tmp_path):
+    from components.ctr.generate import GenerateSpec
+    spec = dataclasses.asdict(GenerateSpec(out_root=str(tmp_path), start="2026-11-01", days=1,
+                                           rows_per_day=200, n_users=1000, n_items=500,
+                                           n_categories=20))
+    result = launch.run_step("components.ctr.generate", spec)
+    assert (paths.raw_span_dir(tmp_path, "ctr", dt.date(2026, 11, 1)) / "_SUCCESS").exists()
+    assert result
