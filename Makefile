@@ -7,7 +7,10 @@ SHELL := /bin/bash
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
-UV := $(VENV)/bin/uv
+# uv lives in its own small venv: `uv pip sync` removes from $(VENV) whatever the lock
+# does not list, uv and pip included.
+UV_VENV ?= .uv-venv
+UV := $(UV_VENV)/bin/uv
 UV_VERSION := 0.13.9
 export VENV
 
@@ -24,15 +27,14 @@ venv: $(VENV)/.synced
 $(PY):
 	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 
-# A venv made by uv has no pip: bootstrap it with ensurepip first.
-$(UV): | $(PY)
-	$(PY) -m pip --version >/dev/null 2>&1 || $(PY) -m ensurepip --upgrade --default-pip
-	$(VENV)/bin/pip install uv==$(UV_VERSION)
+$(UV):
+	python3.11 -m venv $(UV_VENV) || python3 -m venv $(UV_VENV)
+	$(UV_VENV)/bin/pip install -q uv==$(UV_VERSION)
 
 # --compile-bytecode: the environment exports PYTHONDONTWRITEBYTECODE=1, so without .pyc
 # files every process recompiles what it imports (`import airflow`: ~4.5 s instead of ~1.4 s).
-# `uv pip sync` keeps pip/setuptools/uv themselves and removes anything not in the lock.
-$(VENV)/.synced: requirements.lock pyproject.toml | $(UV)
+# `uv pip sync` removes anything not in the lock, so a hand-installed package does not survive.
+$(VENV)/.synced: requirements.lock pyproject.toml | $(UV) $(PY)
 	$(UV) pip sync --python $(PY) --compile-bytecode requirements.lock
 	$(UV) pip install --python $(PY) --no-deps -e .
 	touch $@

@@ -13,6 +13,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -75,8 +76,9 @@ def run_dag(logical: dt.date, span: dt.date, home: Path) -> dict:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for line in proc.stdout:
             out.write(line)
-            if _is_progress(line):
-                print("    " + line.strip()[-160:], flush=True)
+            shown = _progress(line)
+            if shown:
+                print("    " + shown, flush=True)
         code = proc.wait()
     seconds = time.time() - started
     summary = _latest_summary(home, span, since=started) or {}
@@ -87,10 +89,21 @@ def run_dag(logical: dt.date, span: dt.date, home: Path) -> dict:
     return summary
 
 
-def _is_progress(line: str) -> bool:
-    keys = ("Marking task as", "[validate]", "[preprocess]", "[train] Epoch", "gate:",
-            "preprocess summary", "ERROR", "Traceback", "failed:")
-    return any(k in line for k in keys) and "DeprecationWarning" not in line
+_STEP_LINE = re.compile(r"\[(?P<step>validate|preprocess|train|evaluate)\] (?P<msg>.*?)\s*\[retrain\.launch\]")
+_SHOWN = ("Epoch", "gate:", "trained in", "passed", "preprocess summary", "Error:", "failed")
+
+
+def _progress(line: str) -> str | None:
+    """The few lines of a DAG run worth showing live; the full log is kept in a file."""
+    m = _STEP_LINE.search(line)
+    if m and any(k in m["msg"] for k in _SHOWN):
+        return f"[{m['step']}] {m['msg'][-150:]}"
+    if "DagRun Finished" in line:
+        state = re.search(r"state=(\w+)", line)
+        return f"DAG run finished: {state[1] if state else '?'}"
+    if "Skipping task" in line or "Task failed" in line or "Traceback" in line:
+        return line.strip()[-200:]
+    return None
 
 
 def _latest_summary(home: Path, span: dt.date, since: float) -> dict | None:
