@@ -491,17 +491,6 @@ def run(spec: GenerateSpec, cfg: WorldConfig = WorldConfig()) -> dict:
     }
 
 
-def read_truth(span_dir: str | Path):
-    """The true click probability of every example of a day, as a pandas DataFrame
-    with columns `example_id` and `p_click` (for Bayes-optimal reference figures)."""
-    import pyarrow.parquet as pq
-
-    path = Path(span_dir) / TRUTH_FILE
-    if not path.exists():
-        raise FileNotFoundError(f"no {TRUTH_FILE} in {span_dir}")
-    return pq.read_table(path).to_pandas()
-
-
 # --------------------------------------------------------------------------- CLI
 
 

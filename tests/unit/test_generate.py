@@ -13,6 +13,7 @@ import pytest
 
 from components import metrics
 from components.common.paths import raw_span_dir
+from components.ctr.rawdata import read_truth
 from components.ctr import features as F
 from components.ctr import generate as G
 
@@ -88,7 +89,7 @@ def test_success_marker_and_truth(generated):
         info = json.loads((d / G.SUCCESS_FILE).read_text())
         assert info["rows"] == 2000 and info["seed"] == 7
         assert info["generator_version"] == G.GENERATOR_VERSION
-        truth = G.read_truth(d)
+        truth = read_truth(d).to_pandas()
         data = pq.read_table(d / G.DATA_FILE).to_pandas()
         assert list(truth.columns) == [F.EXAMPLE_ID_KEY, F.TRUE_PROB_KEY]
         assert truth[F.EXAMPLE_ID_KEY].tolist() == data[F.EXAMPLE_ID_KEY].tolist()
