@@ -95,7 +95,8 @@ def ctr_daily_retrain():
             "span_dir": ctx["span_dir"], "candidate_model_dir": trained["model_dir"],
             "baseline_model_dir": baseline, "out_dir": f"{ctx['run_dir']}/evaluation",
             "eval_percent": params["eval_percent"], "min_auc": params["min_auc"],
-            "force_reason": params.get("force_bless_reason")})
+            "force_reason": params.get("force_bless_reason"),
+            "registry_root": str(registry.root), "model_name": MODEL_NAME})
         result["baseline_version"] = current and current["version"]
         return result
 
@@ -104,6 +105,7 @@ def ctr_daily_retrain():
              evaluation: dict, outlet_events=None, dag_run=None) -> dict:
         """Publish a blessed candidate; a rejected one is recorded and left unpublished."""
         from components.common.atomic import read_json, write_json
+        from components.common.launch import StepFailed, run_step
         from components.common.version import code_version
         from components.registry import Registry
 
@@ -111,6 +113,20 @@ def ctr_daily_retrain():
                    "validation": validation, "preprocess": preprocessed, "train": trained,
                    "evaluation": evaluation, "code_version": code_version(), "published": None}
         if evaluation["blessed"]:
+            # Fresh process, raw requests, same rows as evaluation: a model that cannot
+            # serve fails this task and is never published (forced or not).
+            try:
+                check = run_step("components.serving_check", {
+                    "model_dir": trained["model_dir"],
+                    "eval_dir": str(Path(evaluation["eval_uri"]).parent),
+                    "out_dir": f"{ctx['run_dir']}/serving_check"})
+            except StepFailed as e:
+                summary["serving_check"] = {"passed": False, "error": str(e)}
+                write_json(Path(ctx["run_dir"]) / "run_summary.json", summary)
+                raise
+            summary["serving_check"] = {"passed": True, "latency": check["latency"],
+                                        "max_abs_diff": check["max_abs_diff"],
+                                        "uri": check.get("result_uri")}
             report = read_json(evaluation["eval_uri"])
             meta = Registry(Path(ctx["home"]) / "registry").publish(
                 trained["model_dir"], MODEL_NAME, {
@@ -118,6 +134,8 @@ def ctr_daily_retrain():
                     "data_span": ctx["span"], "run_id": ctx["run_id"], "dag_id": dag_run.dag_id,
                     "code_version": summary["code_version"], "gate": report["decision"],
                     "source_model_uri": trained["model_dir"],
+                    "serving_check": summary["serving_check"],
+                    "report_uri": evaluation.get("report_uri"),
                     "inputs": {"raw_span": ctx["span_dir"],
                                "preprocess": preprocessed["output_dir"],
                                "validation": validation.get("report")}})

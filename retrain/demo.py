@@ -90,7 +90,8 @@ def run_dag(logical: dt.date, span: dt.date, home: Path) -> dict:
 
 
 _STEP_LINE = re.compile(r"\[(?P<step>validate|preprocess|train|evaluate)\] (?P<msg>.*?)\s*\[retrain\.launch\]")
-_SHOWN = ("Epoch", "gate:", "trained in", "passed", "preprocess summary", "Error:", "failed")
+_SHOWN = ("Epoch", "gate:", "trained in", "passed", "preprocess summary", "Error:", "failed",
+          "evaluation report:")
 
 
 def _progress(line: str) -> str | None:
@@ -118,6 +119,19 @@ def _f(x, nd=4) -> str:
     return "-" if x is None else f"{x:.{nd}f}"
 
 
+def _gate_line(ev: dict) -> str:
+    """The gate's reasons, with the per-slice lines folded into a count (they are many;
+    the report and eval.json have each of them)."""
+    reasons = ev.get("reasons") or []
+    slice_lines = [r for r in reasons if r.startswith("slice ")]
+    other = [r for r in reasons if not r.startswith(("slice ", "slices not guarded"))]
+    failed = [r for r in slice_lines if r.endswith(": fail")]
+    if slice_lines:
+        other.insert(-1, f"{len(slice_lines) - len(failed)}/{len(slice_lines)} slice guards "
+                         f"pass" + (f" (failed: {'; '.join(failed)})" if failed else ""))
+    return f"{ev['blessed']}: " + "; ".join(other)
+
+
 def format_summary(summaries: list[dict], home: Path) -> str:
     from components.registry import Registry
 
@@ -140,7 +154,8 @@ def format_summary(summaries: list[dict], home: Path) -> str:
             + ("" if base else "   (no published model yet)"),
             f"  {'Bayes-opt.':12}{_f(bayes.get('auc')):>8} {_f(bayes.get('log_loss')):>9}"
             + (f"   gap {bayes['auc'] - cand['auc']:+.4f} AUC" if bayes.get("auc") else ""),
-            f"  blessed     {ev['blessed']}: " + "; ".join(ev["reasons"]),
+            f"  blessed     {_gate_line(ev)}",
+            f"  report      {ev.get('report_uri') or '-'}",
             f"  registry    " + (f"published as {MODEL} v{s['published']['version']}"
                                  if s.get("published") else "not published"),
         ]

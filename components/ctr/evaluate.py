@@ -2,8 +2,15 @@
 
 Both models score the same raw eval rows of the span (through their own serving
 signatures); the click probabilities that generated the labels give the Bayes-optimal
-AUC and log loss on those rows, the ceiling any model can reach. Writes `eval.json`
-atomically into `out_dir`; the blessing is `components.gate.decide`.
+figures on those rows, the ceiling any model can reach. Headline metrics carry paired
+bootstrap intervals, and per-slice metrics (`components.ctr.slices`) feed the gate's
+slice guards, so a better average cannot hide a segment that got worse.
+
+Writes into `out_dir`, each file atomically: `scores_sample.json` (the candidate's
+scores for the first eval rows, which the serving check compares against before
+publishing), `eval.json` (everything the gate saw, its decision, the curves) and
+`report.html` (`components.report`, whose path is logged for the task log). The
+blessing is `components.gate.decide`.
 """
 from __future__ import annotations
 
@@ -17,6 +24,9 @@ from components.common.step import main
 log = logging.getLogger(__name__)
 
 EVAL_FILE = "eval.json"
+SCORES_SAMPLE_FILE = "scores_sample.json"
+ROC_POINTS = 200
+RELIABILITY_BINS = 10
 
 
 @dataclasses.dataclass
@@ -30,54 +40,152 @@ class EvaluateSpec:
     max_auc_drop: float = 0.002
     max_log_loss_increase: float = 0.002
     force_reason: str | None = None
+    # Slices (components.ctr.slices.SLICES when None, none when []) and their guard.
+    slices: list[str] | None = None
+    top_categories: int = 10
+    max_slice_auc_drop: float | None = 0.03
+    min_slice_rows: int = 2000
+    min_slice_positives: int = 50
+    # Bootstrap confidence intervals of AUC and log loss.
+    bootstrap_resamples: int = 200
+    bootstrap_seed: int = 0
+    # Rows whose candidate scores are kept for the serving check.
+    scores_sample_rows: int = 500
+    # The report's metric history of published versions (no history section if None).
+    registry_root: str | None = None
+    model_name: str = "ctr"
+    history_versions: int = 10
+
+
+def _curves(labels, scores: dict) -> dict:
+    from components.metrics import reliability_curve, roc_curve
+    out: dict = {"roc": {}, "reliability": {}}
+    for name, s in scores.items():
+        try:
+            out["roc"][name] = roc_curve(labels, s, max_points=ROC_POINTS)
+        except ValueError:  # one class only: no ROC curve
+            out["roc"][name] = None
+        out["reliability"][name] = reliability_curve(labels, s, n_bins=RELIABILITY_BINS)
+    return out
+
+
+def assess(labels, scores: dict, slice_values: dict, thresholds, force_reason: str | None = None,
+           n_resamples: int = 200, seed: int = 0) -> dict:
+    """Everything eval.json holds about the models, from scores already computed.
+
+    `scores` maps "candidate" (required), "baseline" and "bayes_optimal" (optional) to
+    one probability per row; `slice_values` is `components.ctr.slices.assign`'s output.
+    Pure (no I/O, no TensorFlow), so the whole evaluation logic is testable on arrays.
+    """
+    from components import gate
+    from components.metrics import binary_metrics, bootstrap_ci, slice_metrics
+
+    metrics: dict = {name: binary_metrics(labels, s) for name, s in scores.items()}
+    for name, s in scores.items():
+        # Same seed => same resamples: the candidate's delta interval is paired.
+        metrics[name]["ci"] = bootstrap_ci(
+            labels, s, baseline_probs=scores.get("baseline") if name == "candidate" else None,
+            n_resamples=n_resamples, seed=seed)
+    per_slice = {name: slice_metrics(labels, s, slice_values) for name, s in scores.items()}
+    candidate, baseline = metrics["candidate"], metrics.get("baseline")
+    decision = gate.decide(
+        {**candidate, "slices": per_slice["candidate"]},
+        baseline and {**baseline, "slices": per_slice["baseline"]},
+        thresholds, force_reason=force_reason)
+    return {
+        "rows": int(len(labels)),
+        "candidate": candidate,
+        "baseline": baseline,
+        "bayes_optimal": metrics.get("bayes_optimal"),
+        "thresholds": thresholds.to_dict(),
+        "decision": decision.to_dict(),
+        "slices": {"names": list(slice_values),
+                   **{name: per_slice.get(name) for name in
+                      ("candidate", "baseline", "bayes_optimal")}},
+        "curves": _curves(labels, scores),
+    }
 
 
 def run(spec: EvaluateSpec) -> dict:
-    """Score candidate and baseline on the same rows; decide whether to bless."""
+    """Score candidate and baseline on the same rows; decide whether to bless; report."""
     from components import gate
     from components.common.atomic import write_json
     from components.ctr import features as F
-    from components.ctr import rawdata
-    from components.metrics import binary_metrics
+    from components.ctr import rawdata, slices
 
     rows = rawdata.read_eval_rows(spec.span_dir, spec.eval_percent)
     if rows.num_rows == 0:
         raise ValueError(f"no eval rows in {spec.span_dir} at eval_percent={spec.eval_percent}")
     labels = rows.column(F.LABEL_KEY).to_numpy()
     raw = rawdata.to_raw_features(rows)
-    candidate = binary_metrics(labels, rawdata.predict(spec.candidate_model_dir, raw))
-    baseline = None
+    scores = {"candidate": rawdata.predict(spec.candidate_model_dir, raw)}
     if spec.baseline_model_dir:
-        baseline = binary_metrics(labels, rawdata.predict(spec.baseline_model_dir, raw))
+        scores["baseline"] = rawdata.predict(spec.baseline_model_dir, raw)
     try:
-        bayes = binary_metrics(labels, rawdata.true_probabilities(
-            spec.span_dir, rows.column(F.EXAMPLE_ID_KEY)))
+        scores["bayes_optimal"] = rawdata.true_probabilities(
+            spec.span_dir, rows.column(F.EXAMPLE_ID_KEY))
     except FileNotFoundError:
-        bayes = None  # real logs carry no true probability
+        pass  # real logs carry no true probability
+
     thresholds = gate.Thresholds(min_auc=spec.min_auc, max_auc_drop=spec.max_auc_drop,
-                                 max_log_loss_increase=spec.max_log_loss_increase)
-    decision = gate.decide(candidate, baseline, thresholds, force_reason=spec.force_reason)
-    report = {
-        "span_dir": spec.span_dir,
-        "rows": rows.num_rows,
-        "candidate": candidate,
-        "baseline": baseline,
-        "bayes_optimal": bayes,
-        "candidate_model_dir": spec.candidate_model_dir,
-        "baseline_model_dir": spec.baseline_model_dir,
-        "thresholds": dataclasses.asdict(thresholds),
-        "decision": decision.to_dict(),
-    }
-    out = write_json(Path(spec.out_dir) / EVAL_FILE, report)
+                                 max_log_loss_increase=spec.max_log_loss_increase,
+                                 max_slice_auc_drop=spec.max_slice_auc_drop,
+                                 min_slice_rows=spec.min_slice_rows,
+                                 min_slice_positives=spec.min_slice_positives)
+    slice_values = slices.assign(rows, slices.SLICES if spec.slices is None else spec.slices,
+                                 spec.top_categories)
+    assessed = assess(labels, scores, slice_values, thresholds, spec.force_reason,
+                      spec.bootstrap_resamples, spec.bootstrap_seed)
+    assessed["slices"]["top_categories"] = spec.top_categories
+    candidate, baseline = assessed["candidate"], assessed["baseline"]
+    bayes, decision = assessed["bayes_optimal"], gate.Decision.from_dict(assessed["decision"])
+
+    out_dir = Path(spec.out_dir)
+    n_sample = min(spec.scores_sample_rows, rows.num_rows)
+    sample = write_json(out_dir / SCORES_SAMPLE_FILE, {
+        "model_dir": spec.candidate_model_dir, "span_dir": spec.span_dir,
+        "eval_percent": spec.eval_percent, "output": "p_click",
+        "example_ids": rows.column(F.EXAMPLE_ID_KEY).slice(0, n_sample).to_pylist(),
+        "scores": [float(x) for x in scores["candidate"][:n_sample]]})
+    report = {"span_dir": spec.span_dir, "eval_percent": spec.eval_percent,
+              "candidate_model_dir": spec.candidate_model_dir,
+              "baseline_model_dir": spec.baseline_model_dir,
+              "scores_sample": str(sample), **assessed}
+    out = write_json(out_dir / EVAL_FILE, report)
     for reason in decision.reasons:
         log.info("gate: %s", reason)
-    log.info("candidate auc=%.4f log_loss=%.4f; blessed=%s",
-             candidate["auc"], candidate["log_loss"], decision.blessed)
+    ci = candidate["ci"]["auc"]
+    log.info("candidate auc=%s [%s, %s] log_loss=%.4f; blessed=%s",
+             _fmt(candidate["auc"]), _fmt(ci["low"]), _fmt(ci["high"]),
+             candidate["log_loss"], decision.blessed)
+    report_uri, report_error = _write_report(report, out_dir, spec)
     return {"eval_uri": str(out), "blessed": decision.blessed, "reasons": decision.reasons,
+            "failed_rules": decision.failed_rules,
             "candidate": {k: candidate[k] for k in ("auc", "log_loss")},
             "baseline": baseline and {k: baseline[k] for k in ("auc", "log_loss")},
             "bayes_optimal": bayes and {k: bayes[k] for k in ("auc", "log_loss")},
-            "rows": rows.num_rows}
+            "rows": rows.num_rows, "scores_sample_uri": str(sample),
+            "report_uri": report_uri, "report_error": report_error}
+
+
+def _fmt(x) -> str:
+    return "-" if x is None else f"{x:.4f}"
+
+
+def _write_report(report: dict, out_dir: Path, spec: EvaluateSpec):
+    """The HTML report is for people: if it cannot be drawn, say so loudly in the log but
+    do not block the gate's decision (eval.json already holds everything)."""
+    from components import report as html_report
+    try:
+        history = html_report.registry_history(spec.registry_root, spec.model_name,
+                                               spec.history_versions)
+        path = html_report.write_report(report, out_dir / html_report.REPORT_FILE,
+                                        history=history, model_name=spec.model_name)
+    except Exception as e:  # noqa: BLE001 - reported in the log and the result
+        log.exception("evaluation report could not be written")
+        return None, f"{type(e).__name__}: {e}"
+    log.info("evaluation report: %s", path.resolve())
+    return str(path), None
 
 
 if __name__ == "__main__":

@@ -31,6 +31,18 @@ def read_eval_rows(span_dir: str | Path, eval_percent: int) -> pa.Table:
     return table.filter(pa.array(mask))
 
 
+def read_rows_by_id(span_dir: str | Path, example_ids: list[str]) -> pa.Table:
+    """The span's rows with these example ids, in the given order (all must exist)."""
+    table = read_span(span_dir)
+    wanted = pa.array(example_ids, pa.string())
+    index = pc.index_in(wanted, value_set=table.column(F.EXAMPLE_ID_KEY))
+    if index.null_count:
+        missing = [i for i, x in zip(example_ids, index.to_pylist()) if x is None]
+        raise ValueError(f"{len(missing)} example ids not found in {span_dir}, "
+                         f"e.g. {missing[:3]}")
+    return table.take(index)
+
+
 def read_truth(span_dir: str | Path) -> pa.Table:
     path = Path(span_dir) / "_truth.parquet"
     if not path.exists():

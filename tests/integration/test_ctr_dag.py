@@ -10,6 +10,7 @@ import datetime as dt
 import importlib.util
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -22,8 +23,12 @@ UTC = dt.timezone.utc
 TASKS = {"resolve_span", "validate", "preprocess", "train", "evaluate", "push"}
 
 
+DAGS_FOLDER = Path(__file__).resolve().parents[2] / "dags"
+
+
 def _load_dag():
-    from conftest import DAGS_FOLDER
+    # Not `from conftest import DAGS_FOLDER`: with tests/integration/conftest.py present,
+    # the module named `conftest` is that one, not tests/conftest.py.
     spec = importlib.util.spec_from_file_location("ctr_daily_retrain_dag",
                                                   DAGS_FOLDER / "ctr_daily_retrain.py")
     module = importlib.util.module_from_spec(spec)
@@ -73,6 +78,9 @@ def test_two_daily_runs_publish_and_compare(airflow_home, retrain_home):
     assert 0.5 < current["metrics"]["auc"] <= 1.0 and current["metrics"]["log_loss"] > 0
     assert "no published baseline" in " ".join(current["gate"]["reasons"])
     assert (registry.model_path("ctr", 1) / "saved_model.pb").exists()
+    assert current["serving_check"]["passed"] is True       # checked in a fresh process
+    assert current["report_uri"].endswith("report.html")
+    assert os.path.exists(current["report_uri"])
 
     # An unreachable bar: the candidate is evaluated against v1 and rejected; push is
     # skipped (so no asset event) and the registry is untouched.

@@ -2,47 +2,23 @@
 training with export, evaluation through the serving signature, gate."""
 from __future__ import annotations
 
-import datetime as dt
 import json
 
 import numpy as np
 import pytest
 
 from components.ctr import features as F
-from components.ctr.generate import GenerateSpec, run as generate
 
 pytestmark = pytest.mark.integration
 
-SPAN = dt.date(2026, 11, 3)
+# Fixtures home, span_dir, preprocessed, trained: tests/integration/conftest.py.
 
 
-@pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    root = tmp_path_factory.mktemp("retrain-home")
-    generate(GenerateSpec(out_root=str(root), start="2026-11-01", days=3, rows_per_day=4000,
-                          n_users=5000, n_items=3000, n_categories=50))
-    return root
-
-
-@pytest.fixture(scope="module")
-def preprocessed(home):
-    from components.ctr.preprocess import PreprocessSpec, run
-    return run(PreprocessSpec(raw_root=str(home / "raw" / "ctr"), span=SPAN.isoformat(),
-                              output_dir=str(home / "pre"), window_days=2, eval_percent=25))
-
-
-@pytest.fixture(scope="module")
-def trained(home, preprocessed):
-    from components.ctr.train import TrainSpec, run
-    return run(TrainSpec(preprocess_dir=preprocessed["output_dir"], out_dir=str(home / "model"),
-                         epochs=1))
-
-
-def test_preprocess_counts_every_row_and_matches_the_evaluators_split(home, preprocessed):
+def test_preprocess_counts_every_row_and_matches_the_evaluators_split(home, span_dir,
+                                                                       preprocessed):
     from components.ctr import rawdata
     assert preprocessed["rows_in"] == 2 * 4000
     assert preprocessed["rows_in"] == preprocessed["rows_train"] + preprocessed["rows_eval"]
-    span_dir = home / "raw" / "ctr" / f"dt={SPAN}"
     # The evaluator re-selects eval rows from raw data: it must pick exactly the same ones.
     assert rawdata.read_eval_rows(span_dir, 25).num_rows == preprocessed["rows_eval"]
     summary = json.loads((home / "pre" / "summary.json").read_text())
@@ -80,18 +56,18 @@ def test_missing_preprocess_input_names_the_day(home, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_exported_model_serves_raw_rows(home, trained):
+def test_exported_model_serves_raw_rows(span_dir, trained):
     from components.ctr import rawdata
-    rows = rawdata.read_eval_rows(home / "raw" / "ctr" / f"dt={SPAN}", 25)
+    rows = rawdata.read_eval_rows(span_dir, 25)
     probs = rawdata.predict(trained["model_dir"], rawdata.to_raw_features(rows))
     assert probs.shape == (rows.num_rows,)
     assert np.all((probs > 0) & (probs < 1))
     assert probs.std() > 1e-4, "model ignores its inputs"
 
 
-def test_evaluate_against_itself_as_baseline_and_gate(home, trained):
+def test_evaluate_against_itself_as_baseline_and_gate(home, span_dir, trained):
     from components.ctr.evaluate import EvaluateSpec, run
-    result = run(EvaluateSpec(span_dir=str(home / "raw" / "ctr" / f"dt={SPAN}"),
+    result = run(EvaluateSpec(span_dir=str(span_dir),
                               candidate_model_dir=trained["model_dir"],
                               baseline_model_dir=trained["model_dir"],
                               out_dir=str(home / "eval"), eval_percent=25, min_auc=0.5))
@@ -100,7 +76,7 @@ def test_evaluate_against_itself_as_baseline_and_gate(home, trained):
     assert result["blessed"] is True
     report = json.loads((home / "eval" / "eval.json").read_text())
     assert report["decision"]["baseline_present"] is True
-    rejected = run(EvaluateSpec(span_dir=str(home / "raw" / "ctr" / f"dt={SPAN}"),
+    rejected = run(EvaluateSpec(span_dir=str(span_dir),
                                 candidate_model_dir=trained["model_dir"],
                                 out_dir=str(home / "eval2"), eval_percent=25, min_auc=0.99))
     assert rejected["blessed"] is False
