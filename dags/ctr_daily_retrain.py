@@ -39,7 +39,8 @@ def _home() -> Path:
                              description="Days of logs analysed and trained on, ending at the span."),
         "eval_percent": Param(20, type="integer", minimum=1, maximum=50,
                               description="Share of the span held out for evaluation."),
-        "epochs": Param(2, type="integer", minimum=1, maximum=50),
+        "epochs": Param(None, type=["null", "integer"], minimum=1, maximum=50,
+                        description="Training epochs. Empty: the trainer's tuned default."),
         "min_auc": Param(0.6, type="number", minimum=0, maximum=1,
                          description="Absolute AUC a candidate must reach to be published."),
         "force_bless_reason": Param(None, type=["null", "string"],
@@ -79,9 +80,10 @@ def ctr_daily_retrain():
     @task
     def train(ctx: dict, preprocessed: dict, params=None) -> dict:
         from components.common.launch import run_step
-        return run_step("components.ctr.train", {
-            "preprocess_dir": preprocessed["output_dir"], "out_dir": f"{ctx['run_dir']}/model",
-            "epochs": params["epochs"]})
+        spec = {"preprocess_dir": preprocessed["output_dir"], "out_dir": f"{ctx['run_dir']}/model"}
+        if params.get("epochs"):
+            spec["epochs"] = params["epochs"]
+        return run_step("components.ctr.train", spec)
 
     @task
     def evaluate(ctx: dict, trained: dict, params=None) -> dict:

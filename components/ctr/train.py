@@ -26,14 +26,26 @@ SUMMARY_FILE = "train_summary.json"
 
 @dataclasses.dataclass
 class TrainSpec:
+    """Defaults tuned on the synthetic demo logs (3-day windows of ~140k rows): eval AUC
+    0.020-0.028 below Bayes-optimal over five windows and two seeds; see model.py."""
     preprocess_dir: str          # output of beam_jobs.preprocess_ctr
     out_dir: str                 # model artifact directory (created atomically)
-    epochs: int = 2
+    epochs: int = 3
     batch_size: int = 1024
-    learning_rate: float = 0.002
-    l2: float = 1e-6
-    hidden_units: tuple[int, ...] | list[int] = (128, 64)
+    learning_rate: float = 0.01  # Adam; cosine-decayed to 10% over the run (lr_decay)
+    l2: float = 2.0              # prior strength of first-order terms (summed-loss units)
+    hidden_units: tuple[int, ...] | list[int] = (32, 16)
     seed: int = 1
+    id_l2: dict[str, float] = dataclasses.field(
+        default_factory=lambda: {"user_id": 10.0, "item_id": 5.0})  # per-field override of l2
+    embedding_dim: int = 4       # embeddings of the deep (and FM) fields
+    embedding_l2: float = 10.0
+    dropout: float = 0.2
+    deep_fields: list[str] = dataclasses.field(
+        default_factory=lambda: ["category_id", "device", "hour", "position"])
+    fm_fields: list[str] = dataclasses.field(default_factory=list)  # e.g. ["user_id", "category_id"]
+    count_features: list[str] = dataclasses.field(default_factory=lambda: ["item_id"])
+    lr_decay: str = "cosine"     # "cosine" or "none"
 
 
 def _dataset(pattern: str, feature_spec: dict, batch_size: int, shuffle: bool, seed: int):
@@ -51,6 +63,29 @@ def _dataset(pattern: str, feature_spec: dict, batch_size: int, shuffle: bool, s
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
+def _window_stats(pattern: str, feature_spec: dict, count_features) -> tuple[int, float, dict]:
+    """One pass over the training shards: rows, click rate, per-id counts of count_features."""
+    import numpy as np
+    import tensorflow as tf
+    from components.ctr import features as F
+    wanted = {F.LABEL_KEY, *(F.transformed_name(k) for k in count_features)}
+    spec = {k: v for k, v in feature_spec.items() if k in wanted}
+    files = tf.io.gfile.glob(pattern)
+    ds = (tf.data.TFRecordDataset(files, compression_type="GZIP")
+          .batch(65536).map(lambda x: tf.io.parse_example(x, spec)))
+    rows, clicks = 0, 0.0
+    counts = {k: np.zeros(F.categorical_size(k), dtype=np.int64) for k in count_features}
+    for batch in ds.as_numpy_iterator():
+        labels = batch[F.LABEL_KEY]
+        rows += len(labels)
+        clicks += float(labels.sum())
+        for k in count_features:
+            counts[k] += np.bincount(batch[F.transformed_name(k)], minlength=len(counts[k]))
+    if rows == 0:
+        raise ValueError(f"no training rows in {pattern}")
+    return rows, clicks / rows, counts
+
+
 def run(spec: TrainSpec) -> dict:
     """Train, export the serving model with its transform graph, check the export."""
     import tensorflow as tf
@@ -59,7 +94,7 @@ def run(spec: TrainSpec) -> dict:
 
     from components.common.atomic import atomic_dir, write_json
     from components.ctr import features as F
-    from components.ctr.model import build_model
+    from components.ctr.model import build_model, set_id_counts
     from components.ctr.transform import raw_feature_spec
     from beam_jobs.preprocess_ctr import TRAIN_DIR, EVAL_DIR, TRANSFORM_DIR
 
@@ -73,12 +108,26 @@ def run(spec: TrainSpec) -> dict:
     eval_ds = _dataset(str(pre / EVAL_DIR / "*.tfrecord.gz"), dict(feature_spec),
                        4 * spec.batch_size, shuffle=False, seed=spec.seed)
 
-    model = build_model(tuple(spec.hidden_units), spec.l2)
-    model.compile(optimizer=tf_keras.optimizers.Adam(spec.learning_rate),
+    started = time.time()  # the statistics pass counts as training time
+    rows, click_rate, counts = _window_stats(str(pre / TRAIN_DIR / "*.tfrecord.gz"),
+                                             dict(feature_spec), spec.count_features)
+    model = build_model(tuple(spec.hidden_units), spec.l2, spec.embedding_dim,
+                        num_examples=rows, id_l2=spec.id_l2, embedding_l2=spec.embedding_l2,
+                        dropout=spec.dropout, deep_fields=spec.deep_fields,
+                        fm_fields=spec.fm_fields, count_features=spec.count_features,
+                        base_rate=min(max(click_rate, 1e-4), 1 - 1e-4))
+    set_id_counts(model, counts)
+    learning_rate = spec.learning_rate
+    if spec.lr_decay == "cosine":
+        steps = spec.epochs * -(-rows // spec.batch_size)
+        learning_rate = tf_keras.optimizers.schedules.CosineDecay(spec.learning_rate, steps,
+                                                                  alpha=0.1)
+    elif spec.lr_decay != "none":
+        raise ValueError(f"lr_decay must be 'cosine' or 'none', got {spec.lr_decay!r}")
+    model.compile(optimizer=tf_keras.optimizers.Adam(learning_rate),
                   loss=tf_keras.losses.BinaryCrossentropy(),
                   metrics=[tf_keras.metrics.AUC(name="auc", num_thresholds=2000),
                            tf_keras.metrics.BinaryCrossentropy(name="log_loss")])
-    started = time.time()
     history = model.fit(train_ds, epochs=spec.epochs, validation_data=eval_ds, verbose=2)
     train_seconds = time.time() - started
 
@@ -99,6 +148,9 @@ def run(spec: TrainSpec) -> dict:
             raise RuntimeError("export wrote no saved_model.pb")
         summary = {
             "epochs": spec.epochs,
+            "train_rows": rows,
+            "train_click_rate": round(click_rate, 6),
+            "spec": dataclasses.asdict(spec),
             "train_seconds": round(train_seconds, 1),
             "history": {k: [round(float(x), 5) for x in v] for k, v in history.history.items()},
             "params": int(model.count_params()),

@@ -42,5 +42,4 @@ def preprocessed(home):
 @pytest.fixture(scope="session")
 def trained(home, preprocessed):
     from components.ctr.train import TrainSpec, run
-    return run(TrainSpec(preprocess_dir=preprocessed["output_dir"], out_dir=str(home / "model"),
-                         epochs=1))
+    return run(TrainSpec(preprocess_dir=preprocessed["output_dir"], out_dir=str(home / "model")))

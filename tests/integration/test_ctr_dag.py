@@ -63,7 +63,7 @@ def _states(dag_run) -> dict[str, str]:
 def test_two_daily_runs_publish_and_compare(airflow_home, retrain_home):
     module = _load_dag()
     dag = module.ctr_daily_retrain()
-    conf = {"window_days": 2, "epochs": 1, "eval_percent": 25}
+    conf = {"window_days": 2, "eval_percent": 25}
 
     first = dag.test(logical_date=dt.datetime(2026, 11, 3, tzinfo=UTC), run_conf=conf)
     states = _states(first)
