@@ -106,53 +106,25 @@ def ctr_daily_retrain():
     def push(ctx: dict, validation: dict, preprocessed: dict, trained: dict,
              evaluation: dict, outlet_events=None, dag_run=None) -> dict:
         """Publish a blessed candidate; a rejected one is recorded and left unpublished."""
-        from components.common.atomic import read_json, write_json
-        from components.common.launch import StepFailed, run_step
-        from components.common.version import code_version
-        from components.registry import Registry
+        from airflow.sdk.exceptions import AirflowSkipException
 
-        summary = {"dag_id": dag_run.dag_id, "run_id": ctx["run_id"], "span": ctx["span"],
-                   "validation": validation, "preprocess": preprocessed, "train": trained,
-                   "evaluation": evaluation, "code_version": code_version(), "published": None}
-        if evaluation["blessed"]:
-            # Fresh process, raw requests, same rows as evaluation: a model that cannot
-            # serve fails this task and is never published (forced or not).
-            try:
-                check = run_step("components.serving_check", {
-                    "model_dir": trained["model_dir"],
-                    "eval_dir": str(Path(evaluation["eval_uri"]).parent),
-                    "out_dir": f"{ctx['run_dir']}/serving_check"})
-            except StepFailed as e:
-                summary["serving_check"] = {"passed": False, "error": str(e)}
-                write_json(Path(ctx["run_dir"]) / "run_summary.json", summary)
-                raise
-            summary["serving_check"] = {"passed": True, "latency": check["latency"],
-                                        "max_abs_diff": check["max_abs_diff"],
-                                        "uri": check.get("result_uri")}
-            report = read_json(evaluation["eval_uri"])
-            meta = Registry(Path(ctx["home"]) / "registry").publish(
-                trained["model_dir"], MODEL_NAME, {
-                    "metrics": report["candidate"], "baseline_metrics": report["baseline"],
-                    "data_span": ctx["span"], "run_id": ctx["run_id"], "dag_id": dag_run.dag_id,
-                    "code_version": summary["code_version"], "gate": report["decision"],
-                    "source_model_uri": trained["model_dir"],
-                    "serving_check": summary["serving_check"],
-                    "report_uri": evaluation.get("report_uri"),
-                    "inputs": {"raw_span": ctx["span_dir"],
-                               "preprocess": preprocessed["output_dir"],
-                               "validation": validation.get("report")}})
-            summary["published"] = {"version": meta["version"], "stage": meta["stage"]}
-            outlet_events[CTR_MODEL].extra = {
-                "model": MODEL_NAME, "version": meta["version"], "span": ctx["span"],
-                "auc": report["candidate"]["auc"], "log_loss": report["candidate"]["log_loss"],
-                "run_id": ctx["run_id"], "code_version": summary["code_version"]}
-        write_json(Path(ctx["run_dir"]) / "run_summary.json", summary)
-        if not summary["published"]:
+        from components.push import publish_if_blessed
+
+        summary = publish_if_blessed(
+            model_name=MODEL_NAME, registry_root=f"{ctx['home']}/registry",
+            run_dir=ctx["run_dir"], dag_id=dag_run.dag_id, run_id=ctx["run_id"],
+            span=ctx["span"], span_dir=ctx["span_dir"], validation=validation,
+            preprocessed=preprocessed, trained=trained, evaluation=evaluation)
+        published = summary["published"]
+        if not published:
             # Skipped, not failed: the run did its job. A skipped task emits no asset
             # event, so nothing downstream sees a model that was never published.
-            from airflow.sdk.exceptions import AirflowSkipException
             raise AirflowSkipException("candidate not blessed: " + "; ".join(evaluation["reasons"]))
-        return {"published": summary["published"], "blessed": True}
+        outlet_events[CTR_MODEL].extra = {
+            "model": MODEL_NAME, "version": published["version"], "span": ctx["span"],
+            "auc": published["auc"], "log_loss": published["log_loss"],
+            "run_id": ctx["run_id"], "code_version": summary["code_version"]}
+        return {"published": published, "blessed": True}
 
     ctx = resolve_span()
     checked = validate(ctx)

@@ -34,20 +34,24 @@ def add_cli(subparsers) -> None:
     p.add_argument("--rows-per-day", type=int, default=50_000, help="impressions per day (default 50000)")
     p.add_argument("--runs", type=int, default=2,
                    help="consecutive daily runs, ending with the last generated day (default 2)")
+    p.add_argument("--window-days", type=int, default=3,
+                   help="days of logs each run analyses and trains on (default 3)")
     p.add_argument("--home", default=None, help="artifact root (default: $RETRAIN_HOME or ./var)")
     p.set_defaults(func=_cli)
 
 
 def _cli(args: argparse.Namespace) -> int:
     return run_demo(dt.date.fromisoformat(args.start), args.days, args.rows_per_day,
-                    args.runs, artifact_root(args.home))
+                    args.runs, artifact_root(args.home), args.window_days)
 
 
-def run_demo(start: dt.date, days: int, rows_per_day: int, runs: int, home: Path) -> int:
+def run_demo(start: dt.date, days: int, rows_per_day: int, runs: int, home: Path,
+             window_days: int = 3) -> int:
     from components.ctr.generate import GenerateSpec, format_table, run as generate
 
-    if not 1 <= runs <= days:
-        raise ValueError(f"--runs must lie in [1, days={days}], got {runs}")
+    if runs < 1 or window_days < 1 or days < runs + window_days - 1:
+        raise ValueError(f"{runs} daily runs over {window_days}-day windows need at least "
+                         f"{runs + window_days - 1} days of logs; --days is {days}")
     os.environ["RETRAIN_HOME"] = str(home)
     print(f"==> generating {days} days x {rows_per_day} rows under {home}/raw/ctr", flush=True)
     gen = generate(GenerateSpec(out_root=str(home), start=start.isoformat(), days=days,
@@ -58,18 +62,18 @@ def run_demo(start: dt.date, days: int, rows_per_day: int, runs: int, home: Path
     summaries = []
     for span in spans:
         logical = span + dt.timedelta(days=1)   # the DAG trains on the day before its run
-        summaries.append(run_dag(logical, span, home))
+        summaries.append(run_dag(logical, span, home, {"window_days": window_days}))
     print(format_summary(summaries, home))
     return 0 if all(s.get("ok") for s in summaries) else 1
 
 
-def run_dag(logical: dt.date, span: dt.date, home: Path) -> dict:
+def run_dag(logical: dt.date, span: dt.date, home: Path, conf: dict) -> dict:
     """One `airflow dags test` run; returns its run summary (read from its artifacts)."""
     log_dir = home / "demo-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     log_file = log_dir / f"{DAG_ID}-{logical.isoformat()}-{int(time.time())}.log"
     cmd = [str(Path(sys.executable).with_name("airflow")), "dags", "test", DAG_ID,
-           logical.isoformat()]
+           logical.isoformat(), "-c", json.dumps(conf)]
     print(f"==> {' '.join(cmd[1:])}  (span {span}; log: {log_file})", flush=True)
     started = time.time()
     with open(log_file, "w") as out:

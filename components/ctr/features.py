@@ -45,11 +45,6 @@ RAW_FLOAT_COLUMNS = list(NUMERIC_FEATURES)
 # beside the data (never a model input), used only for Bayes-optimal reference figures.
 TRUE_PROB_KEY = "p_click"
 
-# One width for every categorical field, so the model can take factorization-machine
-# style dot products between any two fields (user x item, user x category, ...).
-EMBEDDING_DIM = 16
-
-
 def transformed_name(key: str) -> str:
     """Name of a feature after tf.Transform (the TFX `_xf` convention)."""
     return f"{key}_xf"

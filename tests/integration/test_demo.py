@@ -20,7 +20,7 @@ def _demo(home: Path) -> subprocess.CompletedProcess:
     # Tiny world: 3 days, 2 daily runs of `airflow dags test` against the test AIRFLOW_HOME
     # (inherited from tests/conftest.py through the environment).
     return subprocess.run([RETRAIN, "demo", "--home", str(home), "--days", "3",
-                           "--rows-per-day", "8000", "--runs", "2"],
+                           "--rows-per-day", "8000", "--runs", "2", "--window-days", "2"],
                           capture_output=True, text=True, timeout=1200)
 
 

@@ -1,0 +1,58 @@
+"""Publish a blessed candidate, after checking that it really serves.
+
+Runs in the Airflow push task (stdlib only: the serving check itself is a child
+process, so TensorFlow never loads here). A rejected candidate is recorded in the run
+summary and left unpublished; a blessed one that fails the serving check is never
+published, forced or not. Writes `<run_dir>/run_summary.json`: everything the run did,
+which the demo and the lineage tools read.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from components.common.atomic import read_json, write_json
+from components.common.launch import StepFailed, run_step
+from components.common.version import code_version
+from components.registry import Registry
+
+SUMMARY_FILE = "run_summary.json"
+
+
+def publish_if_blessed(*, model_name: str, registry_root: str, run_dir: str, dag_id: str,
+                       run_id: str, span: str, span_dir: str, validation: dict,
+                       preprocessed: dict, trained: dict, evaluation: dict) -> dict:
+    """Returns the run summary; `summary["published"]` is None when nothing was published."""
+    summary = {"dag_id": dag_id, "run_id": run_id, "span": span, "validation": validation,
+               "preprocess": preprocessed, "train": trained, "evaluation": evaluation,
+               "code_version": code_version(), "published": None}
+    summary_path = Path(run_dir) / SUMMARY_FILE
+    if not evaluation["blessed"]:
+        write_json(summary_path, summary)
+        return summary
+    try:
+        check = run_step("components.serving_check", {
+            "model_dir": trained["model_dir"],
+            "eval_dir": str(Path(evaluation["eval_uri"]).parent),
+            "out_dir": f"{run_dir}/serving_check"})
+    except StepFailed as e:
+        summary["serving_check"] = {"passed": False, "error": str(e)}
+        write_json(summary_path, summary)
+        raise
+    summary["serving_check"] = {"passed": True, "latency": check["latency"],
+                                "max_abs_diff": check["max_abs_diff"],
+                                "uri": check.get("result_uri")}
+    report = read_json(evaluation["eval_uri"])
+    meta = Registry(registry_root).publish(trained["model_dir"], model_name, {
+        "metrics": report["candidate"], "baseline_metrics": report["baseline"],
+        "data_span": span, "run_id": run_id, "dag_id": dag_id,
+        "code_version": summary["code_version"], "gate": report["decision"],
+        "source_model_uri": trained["model_dir"],
+        "serving_check": summary["serving_check"],
+        "report_uri": evaluation.get("report_uri"),
+        "inputs": {"raw_span": span_dir, "preprocess": preprocessed["output_dir"],
+                   "validation": validation.get("report")}})
+    summary["published"] = {"version": meta["version"], "stage": meta["stage"],
+                            "auc": report["candidate"]["auc"],
+                            "log_loss": report["candidate"]["log_loss"]}
+    write_json(summary_path, summary)
+    return summary
