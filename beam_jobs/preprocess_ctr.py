@@ -18,7 +18,7 @@ import argparse
 import datetime as dt
 import json
 import logging
-import os
+import shutil
 import time
 from pathlib import Path
 
@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
+from components.common.spans import window
 from components.ctr import features as F
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,6 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
 
 def window_files(raw_root: Path, span: dt.date, days: int) -> dict[dt.date, list[str]]:
     """Parquet parts per day of the window; a missing or unfinished day is an error."""
-    from components.common.spans import window
     files: dict[dt.date, list[str]] = {}
     for day in window(span, days):
         day_dir = Path(raw_root) / f"dt={day.isoformat()}"
@@ -191,7 +191,6 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
             "runner": options.get_all_options().get("runner") or "DirectRunner",
         }
         summary["rows_per_second"] = round(summary["rows_in"] / max(summary["seconds"], 1e-9))
-        import shutil
         shutil.rmtree(tmp / "tft_tmp", ignore_errors=True)
         write_json(tmp / SUMMARY_FILE, summary)
     summary["output_dir"] = str(output)

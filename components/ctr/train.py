@@ -98,8 +98,7 @@ def run(spec: TrainSpec) -> dict:
     from components.ctr.transform import raw_feature_spec
     from beam_jobs.preprocess_ctr import TRAIN_DIR, EVAL_DIR, TRANSFORM_DIR
 
-    tf.keras.utils.set_random_seed(spec.seed) if hasattr(tf.keras, "utils") else None
-    tf.random.set_seed(spec.seed)
+    tf_keras.utils.set_random_seed(spec.seed)  # python, numpy and TensorFlow seeds
     pre = Path(spec.preprocess_dir)
     tft_output = tft.TFTransformOutput(str(pre / TRANSFORM_DIR))
     feature_spec = tft_output.transformed_feature_spec()
