@@ -20,13 +20,15 @@ SUMMARY_FILE = "run_summary.json"
 
 def publish_if_blessed(*, model_name: str, registry_root: str, run_dir: str, dag_id: str,
                        run_id: str, span: str, span_dir: str, validation: dict,
-                       preprocessed: dict, trained: dict, evaluation: dict) -> dict:
-    """Returns the run summary; `summary["published"]` is None when nothing was published."""
+                       preprocessed: dict, trained: dict, evaluation: dict,
+                       shadow: bool = False) -> dict:
+    """Returns the run summary; `summary["published"]` is None when nothing was published
+    (rejected by the gate, or a shadow run, which never publishes)."""
     summary = {"dag_id": dag_id, "run_id": run_id, "span": span, "validation": validation,
                "preprocess": preprocessed, "train": trained, "evaluation": evaluation,
-               "code_version": code_version(), "published": None}
+               "code_version": code_version(), "published": None, "shadow": shadow}
     summary_path = Path(run_dir) / SUMMARY_FILE
-    if not evaluation["blessed"]:
+    if shadow or not evaluation["blessed"]:
         write_json(summary_path, summary)
         return summary
     try:

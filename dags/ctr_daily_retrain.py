@@ -43,6 +43,9 @@ def _home() -> Path:
                         description="Training epochs. Empty: the trainer's tuned default."),
         "min_auc": Param(0.6, type="number", minimum=0, maximum=1,
                          description="Absolute AUC a candidate must reach to be published."),
+        "shadow": Param(None, type=["null", "boolean"],
+                        description="Train and evaluate but never publish. Empty: shadow for "
+                                    "backfill runs, publish for scheduled and manual runs."),
         "force_bless_reason": Param(None, type=["null", "string"],
                                     description="Publish even if the gate rejects; "
                                                 "the reason is recorded in the registry."),
@@ -53,7 +56,7 @@ def ctr_daily_retrain():
     def resolve_span(params=None, logical_date=None, dag_run=None, run_id=None) -> dict:
         """Pin the span and the run's artifact folder once; every later task reads them."""
         from components.common import paths
-        from components.common.spans import derive_span
+        from components.common.spans import derive_span, is_shadow
 
         span = derive_span(params.get("span"), logical_date, getattr(dag_run, "run_after", None))
         home = _home()
@@ -61,7 +64,8 @@ def ctr_daily_retrain():
         return {"span": span.isoformat(), "home": str(home), "run_id": run_id,
                 "raw_root": str(home / "raw" / MODEL_NAME),
                 "span_dir": str(paths.raw_span_dir(home, MODEL_NAME, span)),
-                "run_dir": str(run_dir)}
+                "run_dir": str(run_dir),
+                "shadow": is_shadow(params.get("shadow"), getattr(dag_run, "run_type", None))}
 
     @task
     def validate(ctx: dict) -> dict:
@@ -114,8 +118,12 @@ def ctr_daily_retrain():
             model_name=MODEL_NAME, registry_root=f"{ctx['home']}/registry",
             run_dir=ctx["run_dir"], dag_id=dag_run.dag_id, run_id=ctx["run_id"],
             span=ctx["span"], span_dir=ctx["span_dir"], validation=validation,
-            preprocessed=preprocessed, trained=trained, evaluation=evaluation)
+            preprocessed=preprocessed, trained=trained, evaluation=evaluation,
+            shadow=ctx["shadow"])
         published = summary["published"]
+        if ctx["shadow"]:
+            raise AirflowSkipException("shadow run: evaluated, not published "
+                                       f"(blessed={evaluation['blessed']})")
         if not published:
             # Skipped, not failed: the run did its job. A skipped task emits no asset
             # event, so nothing downstream sees a model that was never published.

@@ -31,3 +31,14 @@ def window(span: dt.date, days: int) -> list[dt.date]:
     if days < 1:
         raise ValueError(f"window must be at least 1 day, got {days}")
     return [span - dt.timedelta(days=i) for i in range(days - 1, -1, -1)]
+
+
+def is_shadow(shadow_param: bool | None, run_type: str | None) -> bool:
+    """Shadow runs rebuild data, train and evaluate but never publish.
+
+    Backfills are shadow runs unless the user opts in (shadow=False), so re-running old
+    days never replaces the serving model nor triggers asset-driven consumers.
+    """
+    if shadow_param is not None:
+        return bool(shadow_param)
+    return getattr(run_type, "value", run_type) == "backfill"  # Airflow's DagRunType value

@@ -108,6 +108,15 @@ def test_two_daily_runs_publish_and_compare(airflow_home, retrain_home):
     assert registry.get("ctr", 1)["stage"] == "archived"
     assert registry.check("ctr") == []
 
+    # Shadow mode (the default for backfills): everything runs, nothing is published and
+    # no asset event is emitted (checked in the next test), even for a blessed candidate.
+    shadow = dag.test(logical_date=dt.datetime(2026, 11, 4, tzinfo=UTC),
+                      run_conf={**conf, "min_auc": 0.0, "shadow": True})
+    states = _states(shadow)
+    assert states.pop("push") == "skipped", states
+    assert all(s == "success" for s in states.values()), states
+    assert registry.current("ctr")["version"] == 2 and len(registry.list_versions("ctr")) == 2
+
 
 def test_published_model_emits_an_asset_event_with_lineage(airflow_home, retrain_home):
     from airflow.models.asset import AssetEvent, AssetModel

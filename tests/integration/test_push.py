@@ -61,3 +61,15 @@ def test_blessed_model_that_cannot_serve_is_not_published(tmp_path, span_dir, pr
     assert not (tmp_path / "registry" / "ctr").exists()
     saved = json.loads((tmp_path / "run" / SUMMARY_FILE).read_text())
     assert saved["published"] is None and saved["serving_check"]["passed"] is False
+
+
+def test_shadow_run_evaluates_but_never_publishes(tmp_path, span_dir, preprocessed, trained):
+    evaluation = _evaluate(span_dir, trained["model_dir"], tmp_path / "eval", min_auc=0.0)
+    assert evaluation["blessed"] is True
+    summary = publish_if_blessed(
+        model_name="ctr", registry_root=str(tmp_path / "registry"), run_dir=str(tmp_path / "run"),
+        dag_id="ctr_daily_retrain", run_id="backfill-1", span="2026-11-03",
+        span_dir=str(span_dir), validation={}, preprocessed=preprocessed,
+        trained={"model_dir": trained["model_dir"]}, evaluation=evaluation, shadow=True)
+    assert summary["published"] is None and summary["shadow"] is True
+    assert not (tmp_path / "registry" / "ctr").exists()

@@ -110,3 +110,14 @@ def test_launcher_returns_the_result(tmp_path):
     result = launch.run_step("components.ctr.generate", spec)
     assert (paths.raw_span_dir(tmp_path, "ctr", dt.date(2026, 11, 1)) / "_SUCCESS").exists()
     assert result
+
+
+def test_backfills_are_shadow_runs_unless_the_user_opts_in():
+    from airflow.utils.types import DagRunType
+    assert spans.is_shadow(None, DagRunType.BACKFILL_JOB) is True
+    assert spans.is_shadow(None, "backfill") is True
+    assert spans.is_shadow(False, DagRunType.BACKFILL_JOB) is False      # opted in to publish
+    assert spans.is_shadow(None, DagRunType.SCHEDULED) is False
+    assert spans.is_shadow(None, DagRunType.MANUAL) is False
+    assert spans.is_shadow(True, DagRunType.MANUAL) is True
+    assert spans.is_shadow(None, None) is False
