@@ -31,12 +31,10 @@ from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from components.common.spans import window
 from components.ctr import features as F
+from components.ctr.preprocess import EVAL_DIR, SUMMARY_FILE, TRAIN_DIR, TRANSFORM_DIR
 
 log = logging.getLogger(__name__)
 
-TRANSFORM_DIR = "transform_fn_output"   # tft.TFTransformOutput layout (transform_fn/, transformed_metadata/)
-TRAIN_DIR, EVAL_DIR = "train", "eval"
-SUMMARY_FILE = "summary.json"
 NAMESPACE = "retrain.preprocess_ctr"
 
 

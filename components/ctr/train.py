@@ -96,7 +96,7 @@ def run(spec: TrainSpec) -> dict:
     from components.ctr import features as F
     from components.ctr.model import build_model, set_id_counts
     from components.ctr.transform import raw_feature_spec
-    from beam_jobs.preprocess_ctr import TRAIN_DIR, EVAL_DIR, TRANSFORM_DIR
+    from components.ctr.preprocess import EVAL_DIR, TRAIN_DIR, TRANSFORM_DIR
 
     tf_keras.utils.set_random_seed(spec.seed)  # python, numpy and TensorFlow seeds
     pre = Path(spec.preprocess_dir)
