@@ -560,11 +560,18 @@ def _table(rows: list[list[str]]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
-def _cmd_list(args) -> int:
-    reg = _registry(args)
+def _model_names(reg: Registry, args) -> list[str]:
+    """The model named on the command line, else all of them (saying so if none)."""
     names = [args.model] if args.model else reg.models()
     if not names:
         print(f"registry {reg.root}: no models")
+    return names
+
+
+def _cmd_list(args) -> int:
+    reg = _registry(args)
+    names = _model_names(reg, args)
+    if not names:
         return 0
     for i, name in enumerate(names):
         versions = reg.list_versions(name)
@@ -611,9 +618,8 @@ def _cmd_rollback(args) -> int:
 
 def _cmd_check(args) -> int:
     reg = _registry(args)
-    names = [args.model] if args.model else reg.models()
+    names = _model_names(reg, args)
     if not names:
-        print(f"registry {reg.root}: no models")
         return 0
     bad = False
     for name in names:
