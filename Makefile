@@ -34,8 +34,9 @@ $(UV):
 # --compile-bytecode: the environment exports PYTHONDONTWRITEBYTECODE=1, so without .pyc
 # files every process recompiles what it imports (`import airflow`: ~4.5 s instead of ~1.4 s).
 # `uv pip sync` removes anything not in the lock, so a hand-installed package does not survive.
-$(VENV)/.synced: requirements.lock pyproject.toml | $(UV) $(PY)
+$(VENV)/.synced: requirements.lock requirements-nodeps.txt pyproject.toml | $(UV) $(PY)
 	$(UV) pip sync --python $(PY) --compile-bytecode requirements.lock
+	$(UV) pip install --python $(PY) --no-deps -r requirements-nodeps.txt
 	$(UV) pip install --python $(PY) --no-deps -e .
 	touch $@
 
