@@ -19,7 +19,8 @@ def atomic_dir(target: str | os.PathLike, overwrite: bool = True) -> Iterator[Pa
     """Yield a temp dir next to `target`; on success it becomes `target`."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    remove_stale_temps(target)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=target.parent))
     os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; artifacts are shared reads
     try:
         yield tmp
@@ -35,6 +36,29 @@ def atomic_dir(target: str | os.PathLike, overwrite: bool = True) -> Iterator[Pa
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def remove_stale_temps(target: str | os.PathLike) -> list[Path]:
+    """Delete temp dirs that a killed writer of `target` left behind (its process is gone),
+    so a retried task starts clean; a live writer's temp dir is left alone."""
+    target = Path(target)
+    removed = []
+    for tmp in target.parent.glob(f".{target.name}.tmp-*"):
+        pid = tmp.name[len(f".{target.name}.tmp-"):].split("-", 1)[0]
+        if tmp.is_dir() and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(tmp, ignore_errors=True)
+            removed.append(tmp)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def write_json(path: str | os.PathLike, obj) -> Path:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import subprocess
 from importlib import metadata
 from pathlib import Path
@@ -22,3 +23,18 @@ def code_version() -> str:
             return f"retrain=={metadata.version('retrain')}"
         except metadata.PackageNotFoundError:
             return "unknown"
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """`code_version()`, plus a hash of the uncommitted changes when the tree is dirty, so a
+    cached artifact is never reused across an edit that was not committed yet."""
+    version = code_version()
+    if not version.endswith("-dirty"):
+        return version
+    try:
+        diff = subprocess.run(["git", "-C", str(REPO), "diff", "HEAD"], capture_output=True,
+                              timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return version + "+unknown-changes"
+    return f"{version}+{hashlib.sha256(diff).hexdigest()[:12]}"

@@ -60,6 +60,21 @@ def test_atomic_dir_publishes_only_on_success(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["artifact"]
 
 
+def test_atomic_dir_clears_what_a_killed_writer_left_but_not_a_live_one(tmp_path):
+    import subprocess
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f".model.tmp-{dead.pid}-abc"
+    live = tmp_path / f".model.tmp-{os.getpid()}-def"
+    for d in (stale, live):
+        d.mkdir()
+        (d / "half-written").write_text("x")
+    with atomic.atomic_dir(tmp_path / "model") as tmp:
+        (tmp / "ok").write_text("done")
+    assert not stale.exists() and live.exists()
+    assert (tmp_path / "model" / "ok").read_text() == "done"
+
+
 def test_write_json_roundtrip(tmp_path):
     path = atomic.write_json(tmp_path / "a" / "b.json", {"x": 1, "d": dt.date(2026, 1, 2)})
     assert atomic.read_json(path) == {"x": 1, "d": "2026-01-02"}
