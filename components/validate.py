@@ -1,67 +1,54 @@
 """Data validation gate for one day of raw CTR click logs (great-expectations 1.x).
 
-A bad day (renamed column, a producer that writes hour as text, no clicks logged, a
-truncated export) must stop the DAG before preprocessing and training spend hours on it,
-and the person on call must see from the task log alone *what* broke. So this step runs
-one expectation suite, kept in code next to the feature list it checks (`build_suite`,
-versioned with the repo), over the whole span and raises `ValidationFailed` naming every
-failed expectation with its column and observed value.
+A bad day (a dropped column, a producer writing hour as text, no clicks logged, a
+truncated or duplicated upload, a broken client skewing a distribution) must stop the
+DAG before preprocessing and training spend hours on it, and the person on call must see
+from the task log alone *what* broke. A day of logs can be far larger than memory, so
+the span is never loaded: one Beam pass (`beam_jobs.span_stats`) computes statistics
+and a bounded sample, and the suites of `components.validation_rules` run on those,
+compared with the previous span's statistics (drift, duplicated upload) and the recent
+spans' row counts.
 
-Reads  `<span_dir>/part-*.parquet` (requires `_SUCCESS`; `_truth.parquet` is ignored).
-Writes `<out_dir>/validation.json` (compact summary) and `<out_dir>/gx_result.json` (the
-full GX result), atomically, pass or fail: a failed span leaves its report behind.
+Gate: a failed `error` expectation fails the step (`ValidationFailed` names every failed
+rule with its observed value), and, if `quarantine_dir` is set, writes a quarantine
+marker for the span there (the raw data is never touched); a later run that passes
+removes the marker. `override_reason` lets a person pass a failing span on purpose: the
+failures and the reason are recorded in the summary.
 
-Module top level is stdlib only, so a DAG file can import `ValidateSpec`; pandas, pyarrow
-and great_expectations (about 9 s to import here) load inside `run`.
+Reads  `<span_dir>/part-*.parquet` (requires `_SUCCESS`; `_truth.parquet` is ignored) and
+       previous spans' `<history_root>/dt=D/<run>/validation/stats/stats.json`.
+Writes `<out_dir>/{validation.json, gx_result.json, stats/, data_docs/}` atomically,
+pass or fail (Data Docs: `data_docs/index.html`).
+
+Module top level is stdlib only, so a DAG file can import `ValidateSpec`.
 """
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
+import datetime as dt
 import logging
 import math
+import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-from components.common.atomic import atomic_dir, write_json
+from components.common.atomic import atomic_dir, read_json, write_json
 from components.common.step import main
 from components.ctr import features as F
+from components.validation_rules import (ALLOWED_DEVICES, DOMAINS_SUITE, ERROR,  # noqa: F401
+                                         SAMPLE_SUITE, STATS_SUITE, SUITE_VERSION, WARNING,
+                                         build_suites)
 
 log = logging.getLogger("retrain.validate")
-
-SUITE_NAME = "ctr_raw_clicks"
-# Bump when the suite's meaning changes (not for threshold changes: those are in the spec
-# and in the suite fingerprint recorded with every report).
-SUITE_VERSION = 1
 
 SUCCESS_MARKER = "_SUCCESS"
 PART_GLOB = "part-*.parquet"
 SUMMARY_FILE = "validation.json"
 GX_RESULT_FILE = "gx_result.json"
-
-# Device values the serving side sends. Not in features.py on purpose (that module lists
-# feature *names*); a new device type should fail validation until someone looks at it.
-ALLOWED_DEVICES: tuple[str, ...] = ("ios", "android", "web", "tablet", "other")
-
-HOUR_RANGE = (0, 23)
-POSITION_RANGE = (1, 31)
-LABEL_VALUES = (0, 1)
-# Columns that must never be null: ids, label, context. Numeric features may be missing.
-NEVER_NULL_COLUMNS: list[str] = [*F.RAW_STRING_COLUMNS, *F.RAW_INT_COLUMNS]
-NON_NEGATIVE_COLUMNS: list[str] = list(F.NUMERIC_FEATURES)  # price, past clicks, age
-EXPECTED_COLUMNS: list[str] = [*F.RAW_STRING_COLUMNS, *F.RAW_INT_COLUMNS,
-                               *F.RAW_FLOAT_COLUMNS]
-# GX type names for the pandas engine. "str" matches both pandas 3's default string
-# dtype (dtype.type is str) and pandas 2's object columns (checked value by value).
-COLUMN_TYPES: dict[str, str] = {
-    **{c: "str" for c in F.RAW_STRING_COLUMNS},
-    **{c: "int64" for c in F.RAW_INT_COLUMNS},
-    **{c: "float64" for c in F.RAW_FLOAT_COLUMNS},
-}
-PARTIAL_UNEXPECTED = 10  # example values kept per failed expectation
+STATS_DIR = "stats"
+DOCS_DIR = "data_docs"
+PARTIAL_UNEXPECTED = 10
 
 
 @dataclasses.dataclass
@@ -73,61 +60,28 @@ class ValidateSpec:
     min_click_rate: float = 0.005
     max_click_rate: float = 0.2
     max_null_rate: float = 0.2  # per numeric feature
+    max_null_rate_increase: float = 0.05  # per numeric feature, against the previous span
+    max_duplicate_rate: float = 0.02  # share of rows whose example id is a duplicate
+    max_previous_overlap: float = 0.01  # share of example ids also in the previous span
+    max_row_ratio: float = 3.0  # rows within [avg / r, avg * r] of the recent spans
+    drift_thresholds: dict | None = None  # {feature: {metric, max, severity}} overrides
+    history_root: str | None = None  # <root>/runs/ctr: earlier runs' validation artifacts
+    history_days: int = 7
+    compute_previous: bool = True  # no stats for the previous span yet: compute them
     require_success_marker: bool = True
+    quarantine_dir: str | None = None  # <root>/quarantine/ctr
+    override_reason: str | None = None  # pass a failing span on purpose (recorded)
+    run_id: str | None = None
+    sample_rows: int = 10_000
+    data_docs: bool = True
 
 
 class ValidationFailed(RuntimeError):
-    """The span was read but broke at least one expectation (the report is written)."""
+    """The span was read but broke at least one error rule (the report is written)."""
 
     def __init__(self, message: str, summary: dict | None = None):
         super().__init__(message)
         self.summary = summary or {}
-
-
-# --------------------------------------------------------------------------- the suite
-
-
-def build_suite(spec: ValidateSpec):
-    """The expectation suite for a raw CTR span, built in code (not stored in a GX
-    project), so it is reviewed and versioned with the feature list it checks."""
-    _import_libs()
-    import great_expectations as gx
-    import great_expectations.expectations as gxe
-
-    null_mostly = 1.0 - float(spec.max_null_rate)
-    exps: list = [
-        gxe.ExpectTableColumnsToMatchSet(column_set=list(EXPECTED_COLUMNS), exact_match=True),
-        gxe.ExpectTableRowCountToBeBetween(min_value=spec.min_rows, max_value=spec.max_rows),
-    ]
-    exps += [gxe.ExpectColumnValuesToBeOfType(column=c, type_=t)
-             for c, t in COLUMN_TYPES.items()]
-    exps += [gxe.ExpectColumnValuesToNotBeNull(column=c) for c in NEVER_NULL_COLUMNS]
-    exps += [gxe.ExpectColumnValuesToNotBeNull(column=c, mostly=null_mostly)
-             for c in F.NUMERIC_FEATURES]
-    exps += [
-        gxe.ExpectColumnValuesToBeBetween(column="hour", min_value=HOUR_RANGE[0],
-                                          max_value=HOUR_RANGE[1]),
-        gxe.ExpectColumnValuesToBeBetween(column="position", min_value=POSITION_RANGE[0],
-                                          max_value=POSITION_RANGE[1]),
-    ]
-    exps += [gxe.ExpectColumnValuesToBeBetween(column=c, min_value=0)
-             for c in NON_NEGATIVE_COLUMNS]
-    exps += [
-        gxe.ExpectColumnValuesToBeInSet(column=F.LABEL_KEY, value_set=list(LABEL_VALUES)),
-        gxe.ExpectColumnMeanToBeBetween(column=F.LABEL_KEY, min_value=spec.min_click_rate,
-                                        max_value=spec.max_click_rate),
-        gxe.ExpectColumnValuesToBeUnique(column=F.EXAMPLE_ID_KEY),
-        gxe.ExpectColumnValuesToBeInSet(column="device", value_set=list(ALLOWED_DEVICES)),
-    ]
-    return gx.ExpectationSuite(name=SUITE_NAME, expectations=exps,
-                               meta={"suite_version": SUITE_VERSION})
-
-
-def suite_fingerprint(suite) -> str:
-    """Content hash of the suite's expectations (types + kwargs), for lineage."""
-    items = sorted(json.dumps([e.expectation_type, _jsonable(e.configuration.kwargs)],
-                              sort_keys=True) for e in suite.expectations)
-    return hashlib.sha256("\n".join(items).encode()).hexdigest()[:16]
 
 
 # --------------------------------------------------------------------------- the step
@@ -139,41 +93,77 @@ def run(spec: ValidateSpec) -> dict:
     span_dir = Path(spec.span_dir)
     parts = _find_parts(span_dir, spec.require_success_marker)  # fail fast, before imports
     t0 = time.perf_counter()
-    _import_libs()
-    t_import = time.perf_counter()
-    df, schema_diffs = _read_parts(parts)
-    t_read = time.perf_counter()
-
-    suite = build_suite(spec)
-    fingerprint = suite_fingerprint(suite)
-    gx_result = _run_suite(suite, df)
-    t_gx = time.perf_counter()
-
-    summary = _summarize(spec, suite, gx_result, df, parts, schema_diffs)
-    summary.update(suite_name=SUITE_NAME, suite_version=SUITE_VERSION,
-                   suite_fingerprint=fingerprint,
-                   seconds={"import": round(t_import - t0, 3),
-                            "read": round(t_read - t_import, 3),
-                            "validate": round(t_gx - t_read, 3)})
     out_dir = Path(spec.out_dir)
     with atomic_dir(out_dir) as tmp:
-        write_json(tmp / SUMMARY_FILE, summary)
-        write_json(tmp / GX_RESULT_FILE, _jsonable(gx_result.to_json_dict()))
+        stats = compute_stats(span_dir, tmp / STATS_DIR, spec.sample_rows)
+        t_stats = time.perf_counter()
+        previous, history, notes = _history(spec, span_dir, tmp / "reference")
+        _import_gx()
+        t_import = time.perf_counter()
+        overlap = _overlap(stats, previous)
+        summary, gx_results = _validate(spec, stats, previous, history, overlap,
+                                        tmp / STATS_DIR, tmp / DOCS_DIR if spec.data_docs
+                                        else None)
+        t_gx = time.perf_counter()
+        summary.update(
+            span_dir=str(span_dir), span=span_dir.name, parts=[p.name for p in parts],
+            notes=notes, run_id=spec.run_id, suite_version=SUITE_VERSION,
+            previous_span=previous and previous.get("span"),
+            history_spans=[h.get("span") for h in history],
+            overlap_with_previous=overlap,
+            parts_schema_diffs=_parts_schema_diffs(stats),
+            stats=str(out_dir / STATS_DIR / "stats.json"),
+            sample=str(out_dir / STATS_DIR / "sample.parquet"),
+            data_docs=(str(out_dir / DOCS_DIR / "index.html") if spec.data_docs else None),
+            spec=dataclasses.asdict(spec),
+            seconds={"stats": round(t_stats - t0, 3), "import": round(t_import - t_stats, 3),
+                     "validate": round(t_gx - t_import, 3)})
+        if summary["data_docs_pages"]:
+            summary["data_docs_pages"] = {k: str(out_dir / DOCS_DIR / v)
+                                          for k, v in summary["data_docs_pages"].items()}
+        failed = not summary["success"]
+        summary["gate"] = ("overridden" if failed and spec.override_reason
+                           else "failed" if failed else "passed")
+        summary["override_reason"] = spec.override_reason if failed else None
+        summary["quarantine"] = _quarantine(spec, summary)
+        write_json(tmp / SUMMARY_FILE, _jsonable(summary))
+        write_json(tmp / GX_RESULT_FILE, _jsonable(gx_results))
     report = out_dir / SUMMARY_FILE
-
-    result = {"success": summary["success"], "rows": summary["rows"],
+    docs = summary["data_docs"]
+    result = {"success": summary["success"], "gate": summary["gate"], "rows": summary["rows"],
               "click_rate": summary["click_rate"], "n_failed": summary["n_failed"],
-              "n_expectations": summary["n_expectations"], "report": str(report),
-              "uri": str(out_dir)}
-    if not summary["success"]:
-        log.error("span %s failed %d of %d expectations; report %s", summary["span"],
-                  summary["n_failed"], summary["n_expectations"], report)
+              "n_warnings": summary["n_warnings"], "n_expectations": summary["n_expectations"],
+              "override_reason": summary["override_reason"], "report": str(report),
+              "data_docs": docs, "stats": summary["stats"], "uri": str(out_dir)}
+    if docs:
+        log.info("Data Docs: %s", docs)
+    for w in summary["warnings"]:
+        log.warning("warning rule failed: %s", _item(w))
+    if summary["gate"] == "failed":
+        log.error("span %s failed %d error rule(s); report %s; quarantined: %s",
+                  summary["span"], summary["n_failed"], report,
+                  (summary["quarantine"] or {}).get("marker"))
         raise ValidationFailed(failure_message(summary), summary)
-    log.info("span %s passed %d expectations: %d rows, click rate %.4f (import %.1fs, "
-             "read %.2fs, validate %.2fs); report %s", summary["span"],
-             summary["n_expectations"], summary["rows"], summary["click_rate"],
-             t_import - t0, t_read - t_import, t_gx - t_read, report)
+    if summary["gate"] == "overridden":
+        log.warning("span %s failed %d error rule(s) but passes by override (%r): %s",
+                    summary["span"], summary["n_failed"], spec.override_reason,
+                    failure_message(summary))
+    else:
+        log.info("span %s passed %d expectations (%d warning(s)): %d rows, click rate %s "
+                 "(stats %.1fs, GX import %.1fs, validate %.1fs); report %s",
+                 summary["span"], summary["n_expectations"], summary["n_warnings"],
+                 summary["rows"], summary["click_rate"], t_stats - t0, t_import - t_stats,
+                 t_gx - t_import, report)
     return result
+
+
+def compute_stats(span_dir: Path, out: Path, sample_rows: int = 10_000) -> dict:
+    """One Beam pass over the span (DirectRunner, in this process)."""
+    from beam_jobs import span_stats
+
+    span_stats.run([f"--span-dir={span_dir}", f"--output-dir={out}",
+                    f"--sample-rows={sample_rows}", "--runner=DirectRunner"])
+    return read_json(out / span_stats.STATS_FILE)
 
 
 def _check_spec(spec: ValidateSpec) -> None:
@@ -185,8 +175,19 @@ def _check_spec(spec: ValidateSpec) -> None:
     if not 0 <= spec.min_click_rate <= spec.max_click_rate <= 1:
         raise ValueError(f"need 0 <= min_click_rate <= max_click_rate <= 1, got "
                          f"{spec.min_click_rate}, {spec.max_click_rate}")
-    if not 0 <= spec.max_null_rate <= 1:
-        raise ValueError(f"max_null_rate must be in [0, 1], got {spec.max_null_rate}")
+    for name in ("max_null_rate", "max_null_rate_increase", "max_duplicate_rate",
+                 "max_previous_overlap"):
+        if not 0 <= getattr(spec, name) <= 1:
+            raise ValueError(f"{name} must be in [0, 1], got {getattr(spec, name)}")
+    if spec.max_row_ratio < 1:
+        raise ValueError(f"max_row_ratio must be >= 1, got {spec.max_row_ratio}")
+    for feature, cfg in (spec.drift_thresholds or {}).items():
+        if set(cfg) != {"metric", "max", "severity"} or cfg["severity"] not in (ERROR, WARNING) \
+                or cfg["metric"] not in ("js", "linf", "psi", "ks"):
+            raise ValueError(f"drift_thresholds[{feature!r}] must be {{metric: js|linf|psi|ks, "
+                             f"max: number, severity: error|warning}}, got {cfg!r}")
+    if spec.override_reason is not None and not str(spec.override_reason).strip():
+        raise ValueError("override_reason must say why (empty string given)")
 
 
 def _find_parts(span_dir: Path, require_marker: bool) -> list[Path]:
@@ -204,160 +205,192 @@ def _find_parts(span_dir: Path, require_marker: bool) -> list[Path]:
     return parts
 
 
-def _read_parts(parts: list[Path]):
-    """All parts as one pandas DataFrame, plus the parts' schema differences (if any).
+# --------------------------------------------------------------------------- history
 
-    Parts with different schemas are not an I/O error but a data problem: the span
-    fails, and the parts are still concatenated in pandas (a type clash becomes an
-    object column, a missing column becomes nulls) so the suite reports what it can.
-    """
-    import pandas as pd
-    import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    tables = []
-    for part in parts:
+def _span_date(span_dir: Path) -> dt.date | None:
+    name = span_dir.name
+    try:
+        return dt.date.fromisoformat(name.split("=", 1)[1]) if name.startswith("dt=") else None
+    except ValueError:
+        return None
+
+
+def find_stats(history_root: Path, day: dt.date) -> dict | None:
+    """Stats of the newest earlier run on `day` whose gate passed (or was overridden)."""
+    best = None
+    for summary_path in (history_root / f"dt={day.isoformat()}").glob(f"*/validation/{SUMMARY_FILE}"):
+        stats_path = summary_path.parent / STATS_DIR / "stats.json"
         try:
-            tables.append(pq.read_table(part))
-        except (OSError, pa.ArrowException) as e:
-            raise ValueError(f"cannot read parquet part {part}: {e}") from e
-    first = tables[0].schema
-    if all(t.schema.equals(first, check_metadata=False) for t in tables[1:]):
-        return pa.concat_tables(tables).to_pandas(), []
-    diffs = [d for part, t in zip(parts[1:], tables[1:])
-             for d in _schema_diff(parts[0].name, first, part.name, t.schema)]
-    if diffs:
-        log.warning("parts differ in schema: %s; concatenating in pandas", "; ".join(diffs))
-    return pd.concat([t.to_pandas() for t in tables], ignore_index=True), diffs
+            if read_json(summary_path).get("gate") not in ("passed", "overridden") \
+                    or not stats_path.exists():
+                continue
+        except (OSError, ValueError):
+            continue
+        mtime = summary_path.stat().st_mtime
+        if best is None or mtime > best[0]:
+            best = (mtime, stats_path)
+    return read_json(best[1]) if best else None
 
 
-def _type_name(t) -> str:
-    # string and large_string (what pyarrow writes from a pandas 3 `str` column) are the
-    # same column to every reader here; so are binary and large_binary.
-    name = str(t)
-    return {"large_string": "string", "string_view": "string", "large_binary": "binary",
-            "binary_view": "binary"}.get(name, name)
+def _history(spec: ValidateSpec, span_dir: Path, ref_dir: Path):
+    """(previous span's stats or None, recent spans' stats, notes)."""
+    notes: list[str] = []
+    day = _span_date(span_dir)
+    if day is None:
+        return None, [], [f"span folder {span_dir.name!r} is not dt=YYYY-MM-DD: no history"]
+    root = Path(spec.history_root) if spec.history_root else None
+    history = []
+    for k in range(1, spec.history_days + 1):
+        d = day - dt.timedelta(days=k)
+        found = find_stats(root, d) if root else None
+        if found is None and k == 1 and spec.compute_previous:
+            prev_dir = span_dir.parent / f"dt={d.isoformat()}"
+            if (prev_dir / SUCCESS_MARKER).exists() and any(prev_dir.glob(PART_GLOB)):
+                found = compute_stats(prev_dir, ref_dir / f"dt={d.isoformat()}",
+                                      spec.sample_rows)
+                notes.append(f"previous span {d} had no validated stats: computed them "
+                             f"(reference/dt={d})")
+        if found is not None:
+            found.setdefault("span", f"dt={d.isoformat()}")
+            history.append(found)
+    prev_name = f"dt={(day - dt.timedelta(days=1)).isoformat()}"
+    previous = next((h for h in history if h.get("span") == prev_name), None)
+    if previous is None:
+        notes.append("no statistics of the previous span: drift and overlap rules skipped")
+    if not history:
+        notes.append("no recent spans' statistics: row count vs recent average skipped")
+    return previous, history, notes
 
 
-def _schema_diff(ref_name: str, ref, name: str, schema) -> list[str]:
-    out = []
-    ref_types = {f.name: _type_name(f.type) for f in ref}
-    types = {f.name: _type_name(f.type) for f in schema}
-    for col in ref_types.keys() - types.keys():
-        out.append(f"{name} lacks {col}")
-    for col in types.keys() - ref_types.keys():
-        out.append(f"{name} has extra column {col}")
-    for col in sorted(ref_types.keys() & types.keys()):
-        if ref_types[col] != types[col]:
-            out.append(f"{name} has {col}: {types[col]} ({ref_name}: {ref_types[col]})")
-    return sorted(out)
+def _overlap(stats: dict, previous: dict | None) -> float | None:
+    if not previous:
+        return None
+    from beam_jobs.span_stats import kmv_overlap
+    k = min(stats["config"]["kmv_k"], previous["config"]["kmv_k"])
+    return kmv_overlap(stats.get("example_id_kmv"), previous.get("example_id_kmv"), k)
 
 
-def _import_libs() -> None:
-    """Import pandas, pyarrow and GX (about 9 s for GX here) with GX's logging quietened.
+# --------------------------------------------------------------------------- GX
 
-    Importing great_expectations logs a few hundred INFO lines from its docs decorators
-    ("Skipping registering function ...") and every ephemeral context one more ("Created
-    temporary directory ... for ephemeral docs site"): under step.main's INFO root logger
-    they would bury the task log. Our own messages say what happened.
-    """
+
+def _import_gx() -> None:
+    """Import GX (about 5-9 s here) with its import-time INFO chatter quietened."""
     logging.getLogger("great_expectations").setLevel(logging.WARNING)
     import great_expectations  # noqa: F401
-    import pandas  # noqa: F401
-    import pyarrow.parquet  # noqa: F401
-
-    # This module sets its own logger to INFO at import (GX 1.24, types/base.py:78).
     logging.getLogger("great_expectations.data_context.types.base").setLevel(logging.WARNING)
 
 
-def _run_suite(suite, df):
-    """Run `suite` over `df` in a throwaway in-memory GX context (nothing on disk)."""
+def _validate(spec, stats, previous, history, overlap, stats_dir: Path, docs_dir: Path | None):
     import great_expectations as gx
+    import pandas as pd
+    import pyarrow.parquet as pq
+    from great_expectations.core.run_identifier import RunIdentifier
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
+    from components.validation_rules import domains_table, stats_row
+
+    row = stats_row(stats, previous, history, overlap)
+    tables = {
+        STATS_SUITE: pd.DataFrame([row]),
+        DOMAINS_SUITE: pd.DataFrame(domains_table(stats), dtype=object),
+        SAMPLE_SUITE: pq.read_table(stats_dir / "sample.parquet").to_pandas(),
+    }
+    suites = build_suites(spec, previous, history)
+
     context = gx.get_context(mode="ephemeral")
-    # GX's own switch for its tqdm "Calculating Metrics" bars (Validator reads it from
-    # the context; the TQDM_DISABLE env var would work too, but for every library).
     context.variables.progress_bars = ProgressBarsConfig(globally=False,
                                                          metric_calculations=False)
-    batch_def = (context.data_sources.add_pandas("raw_span")
-                 .add_dataframe_asset("clicks")
-                 .add_batch_definition_whole_dataframe("whole_span"))
-    suite = context.suites.add(suite)
-    vd = context.validation_definitions.add(
-        gx.ValidationDefinition(name=f"{SUITE_NAME}_v{SUITE_VERSION}", data=batch_def,
-                                suite=suite))
-    return vd.run(batch_parameters={"dataframe": df},
-                  result_format={"result_format": "SUMMARY",
-                                 "partial_unexpected_count": PARTIAL_UNEXPECTED})
+    actions = []
+    if docs_dir is not None:
+        context.add_data_docs_site(site_name="run", site_config={
+            "class_name": "SiteBuilder",
+            "store_backend": {"class_name": "TupleFilesystemStoreBackend",
+                              "base_directory": str(docs_dir)},
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}})
+        actions.append(gx.checkpoint.UpdateDataDocsAction(name="data_docs", site_names=["run"]))
+    source = context.data_sources.add_pandas(stats.get("span", "span"))
+    results, pages = {}, {}
+    run_name = spec.run_id or f"validate-{time.strftime('%Y%m%dT%H%M%S')}"
+    for name, suite in suites.items():
+        batch = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe("all")
+        vd = context.validation_definitions.add(gx.ValidationDefinition(
+            name=name, data=batch, suite=context.suites.add(suite)))
+        cp = context.checkpoints.add(gx.Checkpoint(
+            name=f"{name}_checkpoint", validation_definitions=[vd], actions=actions,
+            result_format={"result_format": "SUMMARY",
+                           "partial_unexpected_count": PARTIAL_UNEXPECTED}))
+        res = cp.run(batch_parameters={"dataframe": tables[name]},
+                     run_id=RunIdentifier(run_name=run_name))
+        for ident, vr in res.run_results.items():
+            results[name] = vr
+            if docs_dir is not None:
+                pages[name] = _docs_page(docs_dir, ident)
+    if docs_dir is not None:
+        _prune_docs(docs_dir)
+    compact = [c for name in suites for c in (_compact(r, name, tables[name])
+                                              for r in results[name].results)]
+    errors = [c for c in compact if not c["success"] and c["severity"] == ERROR]
+    warnings = [c for c in compact if not c["success"] and c["severity"] == WARNING]
+    ex = stats["columns"].get(F.LABEL_KEY)
+    summary = {
+        "rows": stats["rows"],
+        "click_rate": stats.get("label_rate"),
+        "success": not errors,
+        "n_expectations": len(compact),
+        "n_failed": len(errors),
+        "n_warnings": len(warnings),
+        "failed": errors,
+        "warnings": warnings,
+        "results": compact,
+        "statistics_table": row,
+        "null_rates": {c: d["null_rate"] for c, d in stats["columns"].items()},
+        "types": {c: d["types"] for c, d in stats["columns"].items()},
+        "label_domain": ex and ex.get("domain"),
+        "data_docs_pages": pages,
+    }
+    gx_json = {name: r.to_json_dict() for name, r in results.items()}
+    return summary, gx_json
+
+
+def _prune_docs(docs_dir: Path) -> None:
+    """Drop the site's static images no page links to (GX ships 3.4 MB of tutorial GIFs
+    with every site; kept, they would make each run's report 4.4 MB instead of 1 MB)."""
+    pages = " ".join(p.read_text(errors="replace") for p in docs_dir.rglob("*.html"))
+    for image in (docs_dir / "static" / "images").glob("*"):
+        if image.is_file() and image.name not in pages:
+            image.unlink()
+
+
+def _docs_page(docs_dir: Path, ident) -> str:
+    """Relative path of a validation result's Data Docs page (found on disk: GX's
+    layout is validations/<suite>/<run name>/<run time>/<batch id>.html)."""
+    suite = ident.expectation_suite_identifier.name
+    pages = sorted((docs_dir / "validations" / suite).rglob("*.html"))
+    return str(pages[-1].relative_to(docs_dir)) if pages else "index.html"
 
 
 # --------------------------------------------------------------------------- reporting
 
 
-def _summarize(spec: ValidateSpec, suite, gx_result, df, parts: list[Path],
-               schema_diffs: list[str] | None = None) -> dict:
-    import pandas as pd
-
-    columns = set(df.columns)
-    dtypes = {c: str(df[c].dtype) for c in df.columns}
-    order = {e.id: i for i, e in enumerate(suite.expectations)}
-    results = sorted(gx_result.results,
-                     key=lambda r: order.get(r.expectation_config.id, len(order)))
-    compact = [_compact(r, dtypes) for r in results]
-    failed = [{k: c[k] for k in ("expectation", "column", "observed", "details")}
-              for c in compact if not c["success"]]
-
-    click_rate = None
-    if F.LABEL_KEY in columns and pd.api.types.is_numeric_dtype(df[F.LABEL_KEY]) \
-            and len(df):
-        click_rate = float(df[F.LABEL_KEY].mean())
-    null_rates = ({c: round(float(df[c].isna().mean()), 6) for c in df.columns}
-                  if len(df) else {c: None for c in df.columns})
-    return _jsonable({
-        "span_dir": str(Path(spec.span_dir)),
-        "span": _span_label(Path(spec.span_dir)),
-        "parts": [p.name for p in parts],
-        "rows": int(len(df)),
-        "success": bool(gx_result.success) and not failed and not schema_diffs,
-        "parts_schema_diffs": schema_diffs or [],
-        "n_expectations": len(compact),
-        "n_failed": len(failed),
-        "failed": failed,
-        "results": compact,
-        "click_rate": click_rate,
-        "null_rates": null_rates,
-        "dtypes": dtypes,
-        "spec": dataclasses.asdict(spec),
-    })
-
-
-def _compact(r, dtypes: dict[str, str]) -> dict:
+def _compact(r, suite: str, table) -> dict:
     cfg = r.expectation_config
+    meta = cfg.meta or {}
     kwargs = {k: v for k, v in cfg.kwargs.items() if k != "batch_id"}
     column = kwargs.get("column")
     res = dict(r.result or {})
     error = _exception_message(r.exception_info)
-    details: dict[str, Any] = {"expected": kwargs}
-    for key in ("observed_value", "unexpected_count", "unexpected_percent", "element_count",
-                "missing_count"):
-        if key in res:
-            details[key] = res[key]
-    examples = [] if cfg.type == "expect_column_values_to_not_be_null" else _examples(res)
-    if examples:
-        details["unexpected_examples"] = examples
-    if res.get("details"):
-        details["gx_details"] = res["details"]
-    if error:
-        details["error"] = error
-    return {
-        "expectation": cfg.type,
-        "column": column,
-        "success": bool(r.success),
-        "observed": None if r.success else _observed_text(cfg.type, kwargs, res, error,
-                                                          column, dtypes),
-        "details": details,
-    }
+    out = {"rule": meta.get("rule", cfg.type), "severity": meta.get("severity", ERROR),
+           "text": meta.get("text", ""), "suite": suite, "expectation": cfg.type,
+           "column": column, "success": bool(r.success)}
+    if not r.success:
+        out["observed"] = _observed_text(cfg.type, kwargs, res, error, column, table)
+        out["expected"] = {k: v for k, v in kwargs.items()
+                           if k in ("min_value", "max_value", "value_set", "type_", "regex",
+                                    "column_set")}
+    elif "observed_value" in res:
+        out["observed_value"] = res["observed_value"]
+    return out
 
 
 def _exception_message(info) -> str | None:
@@ -373,22 +406,9 @@ def _exception_message(info) -> str | None:
     return None
 
 
-def _examples(res: dict) -> list:
-    """Distinct example values (GX lists each NaN on its own: NaN != NaN)."""
-    values = [c["value"] for c in res.get("partial_unexpected_counts") or []] \
-        or list(res.get("partial_unexpected_list") or [])
-    seen, keys = [], set()
-    for v in values:
-        key = "NaN" if isinstance(v, float) and math.isnan(v) else repr(v)
-        if key not in keys:
-            keys.add(key)
-            seen.append(v)
-    return seen
-
-
 def _observed_text(etype: str, kwargs: dict, res: dict, error: str | None,
-                   column: str | None, dtypes: dict[str, str]) -> str:
-    if column is not None and column not in dtypes:
+                   column: str | None, table) -> str:
+    if column is not None and column not in table.columns:
         return "column missing"
     if error:
         return f"could not be evaluated ({error})"
@@ -400,56 +420,95 @@ def _observed_text(etype: str, kwargs: dict, res: dict, error: str | None,
         if mismatched.get("unexpected"):
             bits.append(f"unexpected {sorted(mismatched['unexpected'])}")
         return "; ".join(bits) or f"observed {res.get('observed_value')}"
-    if "unexpected_count" in res:
-        n = res["unexpected_count"]
-        pct = res.get("unexpected_percent")
-        notes = [f"{pct:.3g}% of rows"] if isinstance(pct, (int, float)) else []
-        if etype == "expect_column_values_to_not_be_null":
-            mostly = kwargs.get("mostly")
-            if mostly is not None and mostly < 1:
-                notes.append(f"allowed {(1 - mostly) * 100:.3g}%")
-            what = "null" if n == 1 else "nulls"
-        else:
-            examples = ", ".join(_fmt(v) for v in _examples(res)[:5])
-            if examples:
-                notes.append(f"e.g. {examples}")
-            if etype == "expect_column_values_to_be_of_type":
-                notes.insert(0, f"column dtype {dtypes[column]}")
-            what = {"expect_column_values_to_be_unique": "row(s) with a duplicated value",
-                    "expect_column_values_to_be_of_type":
-                        f"value(s) not of type {kwargs.get('type_')}",
-                    }.get(etype, "unexpected value" if n == 1 else "unexpected values")
-        return f"{n} {what}" + (f" ({'; '.join(notes)})" if notes else "")
-    observed = res.get("observed_value")
     if etype == "expect_column_values_to_be_of_type":
-        return f"observed type {observed}, expected {kwargs.get('type_')}"
-    if "min_value" in kwargs or "max_value" in kwargs:
-        return (f"observed {_fmt(observed)}, expected "
-                f"[{_fmt(kwargs.get('min_value'))}, {_fmt(kwargs.get('max_value'))}]")
+        return f"observed type {res.get('observed_value') or table[column].dtype}, " \
+               f"expected {kwargs.get('type_')}"
+    if "unexpected_count" in res:
+        values = [c["value"] for c in res.get("partial_unexpected_counts") or []] \
+            or list(res.get("partial_unexpected_list") or [])
+        values = list(dict.fromkeys(_fmt(v) for v in values))
+        if etype == "expect_column_values_to_be_in_set" and len(table) == 1:
+            return f"observed {', '.join(values)}"
+        return (f"{res['unexpected_count']} unexpected value(s)"
+                + (f", e.g. {', '.join(values[:5])}" if values else ""))
+    observed = res.get("observed_value")
+    lo, hi = kwargs.get("min_value"), kwargs.get("max_value")
+    if lo is not None or hi is not None:
+        exp = (f"[{_fmt(lo)}, {_fmt(hi)}]" if lo is not None and hi is not None
+               else f">= {_fmt(lo)}" if lo is not None else f"<= {_fmt(hi)}")
+        return f"observed {_fmt(observed)}, expected {exp}"
     return f"observed {_fmt(observed)}"
 
 
+def _item(f: dict) -> str:
+    return f"[{f['rule']}] {f['text']}: {f['observed']}"
+
+
 def failure_message(summary: dict) -> str:
-    """One readable paragraph naming every failed expectation (and schema clash)."""
-    items = "; ".join(f"{f['expectation']}({f['column'] or 'table'}): {f['observed']}"
-                      for f in summary["failed"])
-    msg = (f"span {summary['span']} failed {summary['n_failed']} of "
+    """One readable paragraph naming every failed error rule with its observed value."""
+    items = "; ".join(_item(f) for f in summary["failed"])
+    msg = (f"span {summary['span']} failed {summary['n_failed']} error rule(s) of "
            f"{summary['n_expectations']} expectations" + (f": {items}" if items else ""))
     diffs = summary.get("parts_schema_diffs")
     if diffs:
         msg += f"; parquet parts differ in schema: {'; '.join(diffs)}"
+    if summary.get("data_docs"):
+        msg += f" (Data Docs: {summary['data_docs']})"
     return msg
 
 
-def _span_label(span_dir: Path) -> str:
-    return span_dir.name or str(span_dir)
+def _parts_schema_diffs(stats: dict) -> list[str]:
+    parts = stats["parts"]
+    if len(parts) < 2:
+        return []
+    ref = parts[0]
+    out = []
+    for p in parts[1:]:
+        a, b = ref["schema"], p["schema"]
+        out += [f"{p['file']} lacks {c}" for c in sorted(a.keys() - b.keys())]
+        out += [f"{p['file']} has extra column {c}" for c in sorted(b.keys() - a.keys())]
+        out += [f"{p['file']} has {c}: {b[c]} ({ref['file']}: {a[c]})"
+                for c in sorted(a.keys() & b.keys()) if a[c] != b[c]]
+    return out
+
+
+def _quarantine(spec: ValidateSpec, summary: dict) -> dict | None:
+    """Write (failed gate) or release (passed or overridden) the span's quarantine
+    marker. The marker is a small JSON file outside the raw data."""
+    if not spec.quarantine_dir:
+        return None
+    marker = Path(spec.quarantine_dir) / f"{summary['span']}.json"
+    if summary["gate"] == "failed":
+        write_json(marker, {"span": summary["span"], "span_dir": summary["span_dir"],
+                            "run_id": spec.run_id, "quarantined_at": _now(),
+                            "failed": [_item(f) for f in summary["failed"]],
+                            "report": str(Path(spec.out_dir) / SUMMARY_FILE),
+                            "data_docs": summary["data_docs"]})
+        return {"marker": str(marker), "state": "quarantined"}
+    if marker.exists():
+        previous = read_json(marker)
+        released = marker.with_name(f"{marker.stem}.released-{_now().replace(':', '')}.json")
+        write_json(released, {**previous, "released_at": _now(), "released_by_run": spec.run_id,
+                              "gate": summary["gate"],
+                              "override_reason": summary.get("override_reason")})
+        os.unlink(marker)
+        return {"marker": str(released), "state": "released"}
+    return None
+
+
+def is_quarantined(quarantine_dir: str | os.PathLike, span: str) -> bool:
+    return (Path(quarantine_dir) / f"{span}.json").exists()
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def _fmt(v) -> str:
     if v is None:
         return "None"
     if isinstance(v, float):
-        return "NaN" if math.isnan(v) else f"{v:.6g}"
+        return "NaN" if math.isnan(v) else f"{v:.4g}"
     if isinstance(v, str):
         return repr(v)
     return str(v)

@@ -1,220 +1,302 @@
-"""The raw-span validation gate: a good span passes; each kind of breakage fails with a
-message that names the broken expectation and column, and the report is still written."""
+"""The raw-span validation gate: a clean span passes; each kind of breakage (missing
+column, type change, null-rate jump, click rate zero, 10x fewer rows, drifted categorical,
+duplicated partition, re-uploaded previous span, out-of-range values, unknown device)
+stops with a message naming the rule and its observed value; warnings do not stop;
+quarantine, override and rerun-after-fix work; the report is written pass or fail.
+
+Spans are small generated days (components.ctr.generate), broken by editing the Parquet
+part of the second day; the first day is validated once and serves as history.
+"""
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from components.ctr import features as F
-from components.validate import (ALLOWED_DEVICES, SUMMARY_FILE, ValidateSpec,
-                                 ValidationFailed, build_suite, run)
+from components.ctr.generate import GenerateSpec, run as generate
+from components.validate import (SUMMARY_FILE, ValidateSpec, ValidationFailed,
+                                 is_quarantined, run)
+from components.validation_rules import build_suites
 
-N_ROWS = 2000
-DAY = "2026-11-02"
-
-
-def make_frame(n: int = N_ROWS, seed: int = 0) -> pd.DataFrame:
-    """A realistic valid day: every column of features.py with the generator's types."""
-    rng = np.random.default_rng(seed)
-    day_start = 1_793_577_600  # 2026-11-02T00:00:00Z
-    hour = np.sort(rng.integers(0, 24, n))
-
-    def with_nulls(values, rate):
-        return np.where(rng.random(n) < rate, np.nan, values)
-
-    return pd.DataFrame({
-        F.EXAMPLE_ID_KEY: [f"{DAY}-{i:08d}" for i in range(n)],
-        F.TIMESTAMP_KEY: (day_start + hour * 3600 + rng.integers(0, 3600, n)).astype("int64"),
-        "user_id": [f"u{u}" for u in rng.zipf(1.5, n) % 50_000],
-        "item_id": [f"i{i}" for i in rng.zipf(1.5, n) % 20_000],
-        "category_id": [f"c{c}" for c in rng.integers(0, 300, n)],
-        "device": rng.choice(list(ALLOWED_DEVICES), n, p=[0.38, 0.42, 0.12, 0.05, 0.03]),
-        "hour": hour.astype("int64"),
-        "position": (rng.integers(0, 31, n) + 1).astype("int64"),
-        "price": with_nulls(np.round(rng.lognormal(3.0, 1.0, n), 2), 0.05),
-        "user_past_clicks": with_nulls(rng.poisson(3.0, n).astype("float64"), 0.03),
-        "item_age_days": with_nulls(rng.uniform(0, 720, n), 0.02),
-        F.LABEL_KEY: (rng.random(n) < 0.04).astype("int64"),
-    })
+PREV, DAY = "2026-11-01", "2026-11-02"
+ROWS = 4000
 
 
-def to_arrow(df: pd.DataFrame) -> pa.Table:
-    """Like the generator: pandas 3 `str` columns become large_string in Arrow; use string."""
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    """Two generated days; the first validated once (its stats are the history)."""
+    root = tmp_path_factory.mktemp("validate-base")
+    generate(GenerateSpec(out_root=str(root), start=PREV, days=2, rows_per_day=ROWS,
+                          n_users=5000, n_items=3000, n_categories=50))
+    run(ValidateSpec(span_dir=str(root / "raw" / "ctr" / f"dt={PREV}"),
+                     out_dir=str(root / "runs" / "ctr" / f"dt={PREV}" / "r0" / "validation"),
+                     history_root=str(root / "runs" / "ctr"), data_docs=False))
+    return root
+
+
+@pytest.fixture
+def home(base, tmp_path):
+    shutil.copytree(base, tmp_path / "home")
+    return tmp_path / "home"
+
+
+def span_of(home, day=DAY):
+    return home / "raw" / "ctr" / f"dt={day}"
+
+
+def read_day(home, day=DAY):
+    return pq.read_table(span_of(home, day) / "part-00000.parquet").to_pandas()
+
+
+def to_arrow(df) -> pa.Table:
     table = pa.Table.from_pandas(df, preserve_index=False)
-    schema = pa.schema([f.with_type(pa.string()) if pa.types.is_large_string(f.type) else f
-                        for f in table.schema])
-    return table.cast(schema)
+    return table.cast(pa.schema([f.with_type(pa.string()) if pa.types.is_large_string(f.type)
+                                 else f for f in table.schema]))
 
 
-def write_span(root, df: pd.DataFrame, marker: bool = True, parts: int = 1):
-    span = root / "raw" / "ctr" / f"dt={DAY}"
-    span.mkdir(parents=True)
-    for k, chunk in enumerate(np.array_split(np.arange(len(df)), parts)):
-        pq.write_table(to_arrow(df.iloc[chunk]), span / f"part-{k:05d}.parquet")
-    # Ignored by validation: a different schema must not matter.
-    pq.write_table(pa.table({"example_id": ["x"], "p_click": [0.1]}), span / "_truth.parquet")
-    if marker:
-        (span / "_SUCCESS").write_text(json.dumps({"rows": len(df)}))
-    return span
+def write_day(home, df, name="part-00000.parquet"):
+    pq.write_table(to_arrow(df), span_of(home) / name)
 
 
-def spec_for(tmp_path, span, **kw) -> ValidateSpec:
-    return ValidateSpec(span_dir=str(span), out_dir=str(tmp_path / "out" / "validation"), **kw)
+def spec_for(home, run_id="r1", **kw) -> ValidateSpec:
+    kw.setdefault("data_docs", False)
+    return ValidateSpec(span_dir=str(span_of(home)),
+                        out_dir=str(home / "runs" / "ctr" / f"dt={DAY}" / run_id / "validation"),
+                        history_root=str(home / "runs" / "ctr"),
+                        quarantine_dir=str(home / "quarantine" / "ctr"), run_id=run_id, **kw)
 
 
-def expect_failure(tmp_path, df, *needles, **spec_kw) -> str:
-    span = write_span(tmp_path, df)
-    spec = spec_for(tmp_path, span, **spec_kw)
+def expect_failure(home, *rules, **kw) -> tuple[str, dict]:
+    spec = spec_for(home, **kw)
     with pytest.raises(ValidationFailed) as exc:
         run(spec)
     msg = str(exc.value)
     assert msg.startswith(f"span dt={DAY} failed "), msg
-    for needle in needles:
-        assert needle in msg, f"{needle!r} not in: {msg}"
-    # The report is written even though the step fails.
-    summary = json.loads((tmp_path / "out" / "validation" / SUMMARY_FILE).read_text())
-    assert summary["success"] is False
+    for rule in rules:
+        assert f"[{rule}] " in msg, f"rule {rule!r} not named in: {msg}"
+    summary = json.loads((home / "runs" / "ctr" / f"dt={DAY}" / spec.run_id / "validation"
+                          / SUMMARY_FILE).read_text())
+    assert summary["success"] is False and summary["gate"] == "failed"
     assert summary["n_failed"] == len(summary["failed"]) >= 1
-    return msg
+    assert is_quarantined(home / "quarantine" / "ctr", f"dt={DAY}")
+    return msg, summary
 
 
-def test_valid_span_passes(tmp_path):
-    df = make_frame()
-    span = write_span(tmp_path, df, parts=2)
-    spec = spec_for(tmp_path, span)
-    result = run(spec)
-    assert result["success"] is True
-    assert result["rows"] == N_ROWS
-    assert result["n_failed"] == 0
-    assert result["click_rate"] == pytest.approx(df[F.LABEL_KEY].mean())
+def test_clean_span_passes(home):
+    result = run(spec_for(home))
+    assert result["success"] is True and result["gate"] == "passed"
+    assert result["rows"] == ROWS and result["n_failed"] == 0
     summary = json.loads(open(result["report"]).read())
-    assert summary["success"] is True
-    assert summary["n_expectations"] == len(build_suite(spec).expectations)
-    assert summary["failed"] == []
-    assert summary["parts"] == ["part-00000.parquet", "part-00001.parquet"]
-    assert set(summary["null_rates"]) == set(df.columns)
-    assert 0 < summary["null_rates"]["price"] < 0.2
-    assert summary["null_rates"]["user_id"] == 0
-    assert all(r["success"] for r in summary["results"])
-    # No leftover temp dirs beside the artifact.
-    assert [p.name for p in (tmp_path / "out").iterdir()] == ["validation"]
+    # Compared with the previous span: drift, overlap and recent-average rules all ran.
+    rules = {r["rule"] for r in summary["results"]}
+    assert {"drift:device", "drift:category_id", "drift:price", "duplicates:previous_span",
+            "row_count:recent_average", "schema:columns", "type:hour", "click_rate",
+            "null_rate:price", "allowed_values:device", "duplicates:parts"} <= rules
+    assert summary["previous_span"] == f"dt={PREV}" and summary["history_spans"] == [f"dt={PREV}"]
+    assert summary["statistics_table"]["rows_vs_recent_average"] == pytest.approx(1.0)
+    assert summary["statistics_table"]["duplicated_parts"] == 0
+    assert summary["overlap_with_previous"] == 0
+    assert not is_quarantined(home / "quarantine" / "ctr", f"dt={DAY}")
+    # Severity on every expectation; a stats artifact next to the run.
+    assert {r["severity"] for r in summary["results"]} == {"error", "warning"}
+    assert (home / "runs" / "ctr" / f"dt={DAY}" / "r1" / "validation" / "stats"
+            / "sample.parquet").exists()
 
 
-def test_suite_covers_every_column():
-    suite = build_suite(ValidateSpec(span_dir="x", out_dir="y"))
-    typed = {e.column for e in suite.expectations
-             if e.expectation_type == "expect_column_values_to_be_of_type"}
-    assert typed == set(F.RAW_STRING_COLUMNS + F.RAW_INT_COLUMNS + F.RAW_FLOAT_COLUMNS)
-    null_checked = {e.column for e in suite.expectations
-                    if e.expectation_type == "expect_column_values_to_not_be_null"}
-    assert null_checked == typed
+def test_missing_column(home):
+    write_day(home, read_day(home).drop(columns=["price"]))
+    msg, _ = expect_failure(home, "schema:columns")
+    assert "missing ['price']" in msg
 
 
-def test_missing_column_fails(tmp_path):
-    msg = expect_failure(tmp_path, make_frame().drop(columns=["price"]),
-                         "expect_table_columns_to_match_set(table): missing ['price']",
-                         "expect_column_values_to_be_of_type(price): column missing")
-    assert "list index out of range" not in msg
-
-
-def test_hour_as_string_fails(tmp_path):
-    df = make_frame()
+def test_type_change(home):
+    df = read_day(home)
     df["hour"] = df["hour"].astype(str)
-    expect_failure(tmp_path, df, "expect_column_values_to_be_of_type(hour): observed type str, "
-                                 "expected int64",
-                   "expect_column_values_to_be_between(hour)")
+    write_day(home, df)
+    msg, _ = expect_failure(home, "type:hour")
+    assert "observed 'string'" in msg
 
 
-def test_hour_out_of_range_fails(tmp_path):
-    df = make_frame()
-    df.loc[[5, 17], "hour"] = [25, 99]
-    msg = expect_failure(tmp_path, df, "expect_column_values_to_be_between(hour): "
-                                       "2 unexpected values (0.1% of rows; e.g. ", "25", "99")
-    assert "failed 1 of" in msg
+def test_null_rate_jump(home):
+    df = read_day(home)
+    df.loc[df.index[: ROWS // 2], "price"] = np.nan
+    write_day(home, df)
+    msg, _ = expect_failure(home, "null_rate:price", "null_rate_increase:price")
+    assert "observed 0.5" in msg
 
 
-def test_click_rate_zero_fails(tmp_path):
-    df = make_frame()
+def test_click_rate_zero(home):
+    df = read_day(home)
     df[F.LABEL_KEY] = 0
-    expect_failure(tmp_path, df, "expect_column_mean_to_be_between(click): observed 0, "
-                                 "expected [0.005, 0.2]")
+    write_day(home, df)
+    msg, _ = expect_failure(home, "click_rate")
+    assert "[click_rate] click rate in [0.005, 0.2]: observed 0, expected [0.005, 0.2]" in msg
 
 
-def test_too_few_rows_fails(tmp_path):
-    expect_failure(tmp_path, make_frame(n=500),
-                   "expect_table_row_count_to_be_between(table): observed 500, "
-                   "expected [1000, 50000000]")
+def test_row_count_ten_times_lower(home):
+    write_day(home, read_day(home).iloc[: ROWS // 10])
+    msg, summary = expect_failure(home, "row_count:recent_average", min_rows=100)
+    assert "observed 0.1, expected [0.3333, 3]" in msg
+    # (400 rows against 4000 also make the hour / position histograms noisy enough to
+    # fail their drift rules; the row-count rule is the one that must name the cause.)
+    assert summary["failed"][-1]["rule"] == "row_count:recent_average"
 
 
-def test_null_user_id_fails(tmp_path):
-    df = make_frame()
-    df.loc[3, "user_id"] = None
-    expect_failure(tmp_path, df, "expect_column_values_to_not_be_null(user_id): 1 null (")
+def test_drifted_categorical_distribution(home):
+    df = read_day(home)
+    rng = np.random.default_rng(1)
+    df["device"] = np.where(rng.random(len(df)) < 0.8, "web", df["device"])
+    write_day(home, df)
+    msg, summary = expect_failure(home, "drift:device")
+    assert [f["rule"] for f in summary["failed"]] == ["drift:device"], msg
+    assert summary["statistics_table"]["device__js_previous"] > 0.3
 
 
-def test_too_many_numeric_nulls_fails(tmp_path):
-    df = make_frame()
-    df.loc[df.index[: N_ROWS // 2], "item_age_days"] = np.nan
-    expect_failure(tmp_path, df, "expect_column_values_to_not_be_null(item_age_days)",
-                   "allowed 20%")
+def test_duplicated_partition(home):
+    shutil.copy(span_of(home) / "part-00000.parquet", span_of(home) / "part-00001.parquet")
+    msg, summary = expect_failure(home, "duplicates:parts", "duplicates:example_id")
+    assert summary["statistics_table"]["example_id__duplicate_rate"] == pytest.approx(0.5)
 
 
-def test_unknown_device_and_duplicate_ids_fail(tmp_path):
-    df = make_frame()
-    df.loc[0, "device"] = "smart_fridge"
-    df.loc[1, F.EXAMPLE_ID_KEY] = df.loc[2, F.EXAMPLE_ID_KEY]
-    expect_failure(tmp_path, df, "expect_column_values_to_be_in_set(device)", "'smart_fridge'",
-                   "expect_column_values_to_be_unique(example_id)")
+def test_previous_span_uploaded_again(home):
+    for f in span_of(home).glob("part-*.parquet"):
+        f.unlink()
+    shutil.copy(span_of(home, PREV) / "part-00000.parquet", span_of(home) / "part-00000.parquet")
+    msg, summary = expect_failure(home, "duplicates:previous_span")
+    assert summary["overlap_with_previous"] > 0.95
 
 
-def test_parts_with_different_schemas_fail(tmp_path):
-    df = make_frame()
-    span = write_span(tmp_path, df.iloc[:1000])
-    bad = df.iloc[1000:].assign(hour=lambda d: d["hour"].astype(str))
-    pq.write_table(to_arrow(bad), span / "part-00001.parquet")
-    with pytest.raises(ValidationFailed) as exc:
-        run(spec_for(tmp_path, span))
-    msg = str(exc.value)
-    assert "expect_column_values_to_be_of_type(hour): 2000 value(s) not of type int64 " \
-           "(column dtype object;" in msg, msg
+def test_out_of_range_and_unknown_device(home):
+    df = read_day(home)
+    df.loc[[5, 17], "hour"] = [25, 99]
+    df.loc[3, "device"] = "smart_fridge"
+    df.loc[4, "user_id"] = None
+    write_day(home, df)
+    msg, _ = expect_failure(home, "range:hour", "allowed_values:device", "null_rate:user_id")
+    assert "max of hour at most 23: observed 99" in msg
+    assert "'smart_fridge'" in msg
+
+
+def test_parts_with_different_schemas(home):
+    df = read_day(home)
+    write_day(home, df.iloc[:2000])
+    write_day(home, df.iloc[2000:].assign(hour=lambda d: d["hour"].astype(str)),
+              "part-00001.parquet")
+    msg, summary = expect_failure(home, "type:hour")
+    assert "observed 'int64|string'" in msg
     assert "parquet parts differ in schema: part-00001.parquet has hour: string " \
-           "(part-00000.parquet: int64)" in msg, msg
-    summary = json.loads((tmp_path / "out" / "validation" / SUMMARY_FILE).read_text())
-    assert summary["rows"] == N_ROWS
-    assert summary["dtypes"]["hour"] == "object"
+           "(part-00000.parquet: int64)" in msg
+    assert summary["rows"] == ROWS
 
 
-def test_string_and_large_string_parts_are_the_same_schema(tmp_path):
-    df = make_frame()
-    span = write_span(tmp_path, df.iloc[:1000])  # string columns
-    raw = pa.Table.from_pandas(df.iloc[1000:], preserve_index=False)  # large_string (pandas 3)
-    pq.write_table(raw, span / "part-00001.parquet")
-    result = run(spec_for(tmp_path, span))
-    assert result["success"] and result["rows"] == N_ROWS
+def test_warning_does_not_stop_and_string_flavours_agree(home):
+    df = read_day(home)
+    df.loc[0, "user_id"] = "legacy-7"  # breaks the user_id pattern: a warning rule
+    write_day(home, df.iloc[:2000])
+    # pandas 3 `str` columns are written as large_string: the same schema to us.
+    pq.write_table(pa.Table.from_pandas(df.iloc[2000:], preserve_index=False),
+                   span_of(home) / "part-00001.parquet")
+    result = run(spec_for(home, sample_rows=ROWS))
+    assert result["success"] and result["n_warnings"] == 1
+    summary = json.loads(open(result["report"]).read())
+    assert summary["warnings"][0]["rule"] == "pattern:user_id"
+    assert "legacy-7" in summary["warnings"][0]["observed"]
 
 
-def test_missing_success_marker_fails(tmp_path):
-    span = write_span(tmp_path, make_frame(), marker=False)
-    with pytest.raises(FileNotFoundError, match="no _SUCCESS marker"):
-        run(spec_for(tmp_path, span))
-    assert not (tmp_path / "out").exists()
-    # ... unless the caller says the marker is not required.
-    assert run(spec_for(tmp_path, span, require_success_marker=False))["success"]
+def test_quarantine_override_and_rerun_after_fix(home):
+    good = read_day(home)
+    raw_before = {p.name: p.read_bytes() for p in span_of(home).iterdir()}
+    write_day(home, good.assign(**{F.LABEL_KEY: 0}))
+    broken_bytes = (span_of(home) / "part-00000.parquet").read_bytes()
+    expect_failure(home, "click_rate", run_id="r1")
+    marker = home / "quarantine" / "ctr" / f"dt={DAY}.json"
+    info = json.loads(marker.read_text())
+    assert info["run_id"] == "r1" and "[click_rate]" in info["failed"][0]
+    assert (span_of(home) / "part-00000.parquet").read_bytes() == broken_bytes  # untouched
+
+    # A person passes the span on purpose: recorded, not quarantined any more.
+    result = run(spec_for(home, run_id="r2", override_reason="known logging outage, "
+                                                              "labels backfilled later"))
+    assert result["gate"] == "overridden" and result["success"] is False
+    assert result["override_reason"].startswith("known logging outage")
+    assert not marker.exists()
+    assert list((home / "quarantine" / "ctr").glob(f"dt={DAY}.released-*.json"))
+
+    # Data fixed upstream: a rerun passes.
+    write_day(home, good)
+    assert run(spec_for(home, run_id="r3"))["gate"] == "passed"
+    assert set(raw_before) == {p.name for p in span_of(home).iterdir()}
 
 
-def test_missing_dir_fails(tmp_path):
-    with pytest.raises(FileNotFoundError, match="span directory does not exist"):
-        run(spec_for(tmp_path, tmp_path / "raw" / "ctr" / f"dt={DAY}"))
+def test_suites_cover_every_column():
+    suites = build_suites(ValidateSpec(span_dir="x", out_dir="y"), previous={"x": 1},
+                          history=[{"rows": 1}])
+    sample = suites["ctr_span_sample"].expectations
+    typed = {e.column for e in sample if e.expectation_type == "expect_column_values_to_be_of_type"}
+    assert typed == set(F.RAW_STRING_COLUMNS + F.RAW_INT_COLUMNS + F.RAW_FLOAT_COLUMNS)
+    rules = [e.meta["rule"] for s in suites.values() for e in s.expectations]
+    assert all(f"null_rate:{c}" in rules for c in typed)
+    assert all(e.meta["severity"] in ("error", "warning")
+               for s in suites.values() for e in s.expectations)
 
 
-def test_no_parts_fails(tmp_path):
+def test_bad_inputs_fail_clearly(tmp_path):
     span = tmp_path / "raw" / "ctr" / f"dt={DAY}"
+    with pytest.raises(FileNotFoundError, match="span directory does not exist"):
+        run(ValidateSpec(span_dir=str(span), out_dir=str(tmp_path / "o")))
     span.mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match="no _SUCCESS marker"):
+        run(ValidateSpec(span_dir=str(span), out_dir=str(tmp_path / "o")))
     (span / "_SUCCESS").write_text("")
     with pytest.raises(FileNotFoundError, match=r"no part-\*\.parquet files"):
-        run(spec_for(tmp_path, span))
+        run(ValidateSpec(span_dir=str(span), out_dir=str(tmp_path / "o")))
+    with pytest.raises(ValueError, match="drift_thresholds"):
+        run(ValidateSpec(span_dir=str(span), out_dir=str(tmp_path / "o"),
+                         drift_thresholds={"device": {"max": 0.1}}))
+    with pytest.raises(ValueError, match="override_reason must say why"):
+        run(ValidateSpec(span_dir=str(span), out_dir=str(tmp_path / "o"), override_reason=" "))
+    assert not (tmp_path / "o").exists()
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (Debian: apt-get install "
+                                             "-y chromium): Data Docs not rendered")
+def test_data_docs_render_the_failed_expectations_in_headless_chromium(home, tmp_path):
+    import subprocess
+
+    from PIL import Image
+
+    df = read_day(home)
+    df[F.LABEL_KEY] = 0
+    df.loc[3, "device"] = "smart_fridge"
+    write_day(home, df)
+    _, summary = expect_failure(home, "click_rate", "allowed_values:device", data_docs=True)
+    index = Path(summary["data_docs"])
+    assert index.name == "index.html" and index.exists()
+    page = Path(summary["data_docs_pages"]["ctr_span_stats"])
+    browser = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+               "--disable-background-networking", "--disable-component-update",
+               "--no-first-run",
+               # Data Docs link Bootstrap etc. from CDNs: fail those at once (offline here).
+               "--host-resolver-rules=MAP * ~NOTFOUND"]
+    dom = subprocess.run([*browser, "--dump-dom", page.as_uri()], check=True,
+                         capture_output=True, text=True, timeout=120).stdout
+    # The page as the browser built it names the failed rule, its severity and the
+    # observed value (GX shows the expectation's description and the observed value).
+    assert "[error] click_rate: click rate in [0.005, 0.2]" in dom
+    assert "Failed" in dom
+    domains = Path(summary["data_docs_pages"]["ctr_span_domains"]).read_text()
+    assert "[error] allowed_values:device" in domains and "smart_fridge" in domains
+    shot = tmp_path / "data_docs.png"
+    subprocess.run([*browser, f"--screenshot={shot}", "--window-size=1200,3000", page.as_uri()],
+                   check=True, capture_output=True, timeout=120)
+    image = np.asarray(Image.open(shot).convert("L"), dtype=np.float64)
+    assert image.shape == (3000, 1200) and (image < 128).mean() > 0.005

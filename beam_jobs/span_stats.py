@@ -1,0 +1,478 @@
+"""Statistics of one raw span in a single Beam pass, in bounded memory, for validation.
+
+A day of logs can be far larger than a worker's memory, so validation never loads the
+span: this job streams every Parquet row group as Arrow record batches, turns each batch
+into a small partial aggregate with pyarrow/numpy, and merges the partials in a
+CombineFn. What it keeps is bounded by configuration, not by the span's size:
+
+- per column: row count, nulls, the Arrow types seen (a type clash between parts shows);
+- numeric columns: min / max / mean / std (merged exactly) and approximate quantiles
+  from a bottom-k uniform sample of the values (rank error about 1/sqrt(k));
+- categorical columns: distinct-count estimate (KMV sketch: the k smallest 64-bit value
+  hashes; exact below k distinct values) and top values with counts (Misra-Gries
+  mergeable summary: counts are underestimated by at most `topk_error_bound`);
+- the label rate, a content fingerprint per part (order-free sum of example-id hashes,
+  so a duplicated upload shows), the example-id KMV sketch (overlap with another span);
+- a bounded uniform reservoir sample of raw rows (bottom-k by random priority).
+
+Writes `<output>/stats.json` and `<output>/sample.parquet` atomically.
+
+    python -m beam_jobs.span_stats --span-dir var/raw/ctr/dt=2026-11-07 \\
+        --output-dir /tmp/stats --runner=DirectRunner
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import sys
+import time
+from pathlib import Path
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
+
+from components.ctr import features as F
+
+log = logging.getLogger("retrain.span_stats")
+
+STATS_FILE = "stats.json"
+SAMPLE_FILE = "sample.parquet"
+PART_GLOB = "part-*.parquet"
+PRIO = "__priority"
+STATS_VERSION = 1
+_TWO64 = float(2 ** 64)
+
+# Columns summarised as categories (top values + distinct count): the string columns
+# and the small-integer identity features. The label gets a top-k too (its domain).
+TOPK_COLUMNS = ["user_id", "item_id", "category_id", "device", *F.IDENTITY_FEATURES,
+                F.LABEL_KEY]
+DISTINCT_COLUMNS = [*F.RAW_STRING_COLUMNS, *F.IDENTITY_FEATURES, F.LABEL_KEY]
+
+
+@dataclasses.dataclass(frozen=True)
+class StatsConfig:
+    sample_rows: int = 10_000  # reservoir sample of raw rows
+    quantile_sample: int = 8192  # values kept per numeric column for quantiles
+    kmv_k: int = 16_384  # distinct-count sketch size (relative error about 1/sqrt(k))
+    topk_capacity: int = 1000  # Misra-Gries counters per categorical column
+    top_k: int = 50  # top values reported per categorical column
+    batch_size: int = 65_536  # rows per Arrow record batch read
+    seed: int = 0
+
+
+# --------------------------------------------------------------------------- partials
+
+
+def _hash_values(arr: pa.Array) -> np.ndarray:
+    """Stable 64-bit hashes of non-null values (strings and ints hash the same way
+    whatever the Arrow string flavour)."""
+    import pandas as pd
+
+    arr = arr.drop_null()
+    if pa.types.is_integer(arr.type):
+        values = arr.cast(pa.int64()).to_numpy()
+    else:
+        values = arr.cast(pa.string()).to_numpy(zero_copy_only=False).astype(object)
+    return pd.util.hash_array(values, categorize=False).astype(np.uint64)
+
+
+def _kmv_merge(a: np.ndarray, b: np.ndarray, k: int) -> np.ndarray:
+    return np.union1d(a, b)[:k]  # sorted unique
+
+
+def _kmv_estimate(kmv: np.ndarray, k: int) -> tuple[float, bool]:
+    if len(kmv) < k:
+        return float(len(kmv)), True
+    return (k - 1) / (float(kmv[k - 1]) / _TWO64), False
+
+
+def _mg_reduce(counts: dict, capacity: int) -> tuple[dict, int]:
+    """Misra-Gries reduction to `capacity` counters; returns (counters, decrement)."""
+    if len(counts) <= capacity:
+        return counts, 0
+    c = np.fromiter(counts.values(), dtype=np.int64, count=len(counts))
+    dec = int(-np.partition(-c, capacity)[capacity])  # the (capacity+1)-th largest count
+    return {v: n - dec for v, n in counts.items() if n > dec}, dec
+
+
+def _bottom(prio: np.ndarray, k: int) -> np.ndarray:
+    if len(prio) <= k:
+        return np.arange(len(prio))
+    return np.argpartition(prio, k - 1)[:k]
+
+
+def _unify(a: pa.Table, b: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """Same columns and types on both sides; a type clash becomes a string column, a
+    missing column nulls (the sample must still concatenate when parts disagree)."""
+    names = list(dict.fromkeys([*a.column_names, *b.column_names]))
+    types = {}
+    for n in names:
+        ta = a.schema.field(n).type if n in a.column_names else None
+        tb = b.schema.field(n).type if n in b.column_names else None
+        if ta is not None and tb is not None and ta != tb:
+            if _type_name(ta) == _type_name(tb):
+                types[n] = pa.string() if _type_name(ta) == "string" else ta
+            else:
+                types[n] = pa.string()
+        else:
+            types[n] = ta if ta is not None else tb
+
+    def conform(t: pa.Table) -> pa.Table:
+        cols = []
+        for n in names:
+            if n in t.column_names:
+                col = t.column(n)
+                cols.append(col if col.type == types[n] else col.cast(types[n]))
+            else:
+                cols.append(pa.nulls(t.num_rows, types[n]))
+        return pa.table(cols, names=names)
+
+    return conform(a), conform(b)
+
+
+def _type_name(t: pa.DataType) -> str:
+    name = str(t)
+    return {"large_string": "string", "string_view": "string", "large_binary": "binary",
+            "binary_view": "binary"}.get(name, name)
+
+
+def _is_numeric(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+class _Col:
+    """Partial statistics of one column."""
+
+    __slots__ = ("types", "rows", "nulls", "n", "mean", "m2", "min", "max", "q_prio",
+                 "q_vals", "top", "top_dec", "kmv")
+
+    def __init__(self):
+        self.types: set[str] = set()
+        self.rows = self.nulls = 0
+        self.n, self.mean, self.m2 = 0, 0.0, 0.0
+        self.min = self.max = None
+        self.q_prio = np.empty(0)
+        self.q_vals = np.empty(0)
+        self.top: dict | None = None
+        self.top_dec = 0
+        self.kmv: np.ndarray | None = None
+
+    def merge(self, o: "_Col", cfg: StatsConfig) -> "_Col":
+        self.types |= o.types
+        self.rows += o.rows
+        self.nulls += o.nulls
+        if o.n:
+            if self.n == 0:
+                self.n, self.mean, self.m2 = o.n, o.mean, o.m2
+            else:  # Chan et al.: parallel mean / M2
+                n = self.n + o.n
+                delta = o.mean - self.mean
+                self.mean += delta * o.n / n
+                self.m2 += o.m2 + delta * delta * self.n * o.n / n
+                self.n = n
+            self.min = o.min if self.min is None else min(self.min, o.min)
+            self.max = o.max if self.max is None else max(self.max, o.max)
+            prio = np.concatenate([self.q_prio, o.q_prio])
+            vals = np.concatenate([self.q_vals, o.q_vals])
+            keep = _bottom(prio, cfg.quantile_sample)
+            self.q_prio, self.q_vals = prio[keep], vals[keep]
+        if o.top is not None:
+            merged = dict(self.top or {})
+            for v, c in o.top.items():
+                merged[v] = merged.get(v, 0) + c
+            self.top, dec = _mg_reduce(merged, cfg.topk_capacity)
+            self.top_dec += o.top_dec + dec
+        if o.kmv is not None:
+            self.kmv = o.kmv if self.kmv is None else _kmv_merge(self.kmv, o.kmv, cfg.kmv_k)
+        return self
+
+
+class Partial:
+    """Mergeable statistics of any number of record batches (the CombineFn accumulator)."""
+
+    def __init__(self):
+        self.rows = 0
+        self.cols: dict[str, _Col] = {}
+        self.parts: dict[str, dict] = {}  # file -> rows, fingerprint, schema
+        self.sample: pa.Table | None = None
+
+    def merge(self, o: "Partial", cfg: StatsConfig) -> "Partial":
+        self.rows += o.rows
+        for name, col in o.cols.items():
+            self.cols.setdefault(name, _Col()).merge(col, cfg)
+        for f, p in o.parts.items():
+            mine = self.parts.setdefault(f, {"rows": 0, "fingerprint": 0, "schema": {}})
+            mine["rows"] += p["rows"]
+            mine["fingerprint"] = (mine["fingerprint"] + p["fingerprint"]) % 2 ** 64
+            mine["schema"].update(p["schema"])
+        if o.sample is not None and o.sample.num_rows:
+            if self.sample is None or not self.sample.num_rows:
+                self.sample = o.sample
+            else:
+                a, b = _unify(self.sample, o.sample)
+                both = pa.concat_tables([a, b])
+                keep = _bottom(both.column(PRIO).to_numpy(), cfg.sample_rows)
+                self.sample = both.take(pa.array(np.sort(keep)))
+        return self
+
+
+def batch_partial(batch: pa.RecordBatch, part: str, key: str, cfg: StatsConfig) -> Partial:
+    """Statistics of one record batch. `key` seeds the sample priorities so a rerun on
+    the same data draws the same sample."""
+    p = Partial()
+    n = batch.num_rows
+    p.rows = n
+    digest = hashlib.blake2b(f"{cfg.seed}:{key}".encode(), digest_size=8).digest()
+    rng = np.random.default_rng(int.from_bytes(digest, "little"))
+    prio = rng.random(n)
+    fingerprint = 0
+    schema = {}
+    for name, arr in zip(batch.schema.names, batch.columns):
+        c = _Col()
+        tname = _type_name(arr.type)
+        schema[name] = tname
+        c.types.add(tname)
+        c.rows = n
+        valid = pc.is_valid(arr)
+        if pa.types.is_floating(arr.type):
+            valid = pc.and_(valid, pc.invert(pc.is_nan(arr)))
+            valid = pc.fill_null(valid, False)
+        c.nulls = n - int(pc.sum(valid).as_py() or 0)
+        if _is_numeric(arr.type) and c.nulls < n:
+            mask = valid.to_numpy(zero_copy_only=False)
+            vals = arr.to_numpy(zero_copy_only=False)[mask].astype(np.float64)
+            c.n = len(vals)
+            c.mean = float(vals.mean())
+            c.m2 = float(((vals - c.mean) ** 2).sum())
+            c.min, c.max = float(vals.min()), float(vals.max())
+            vprio = prio[mask]
+            keep = _bottom(vprio, cfg.quantile_sample)
+            c.q_prio, c.q_vals = vprio[keep], vals[keep]
+        if name in TOPK_COLUMNS and c.nulls < n:
+            vc = pc.value_counts(arr.drop_null())
+            values = vc.field("values").to_pylist()
+            counts = vc.field("counts").to_pylist()
+            c.top, c.top_dec = _mg_reduce(dict(zip(values, counts)), cfg.topk_capacity)
+        if name in DISTINCT_COLUMNS:
+            h = _hash_values(arr)
+            c.kmv = np.unique(h)[:cfg.kmv_k]
+            if name == F.EXAMPLE_ID_KEY:
+                fingerprint = int(h.sum(dtype=np.uint64))
+        p.cols[name] = c
+    p.parts[part] = {"rows": n, "fingerprint": fingerprint, "schema": schema}
+    keep = np.sort(_bottom(prio, cfg.sample_rows))
+    sample = pa.Table.from_batches([batch]).take(pa.array(keep))
+    p.sample = sample.append_column(PRIO, pa.array(prio[keep]))
+    return p
+
+
+class SpanStatsFn(beam.CombineFn):
+    """Merges per-batch partial aggregates; memory is bounded by StatsConfig."""
+
+    def __init__(self, cfg: StatsConfig):
+        self.cfg = cfg
+
+    def create_accumulator(self):
+        return Partial()
+
+    def add_input(self, acc, element):
+        part, key, batch = element
+        return acc.merge(batch_partial(batch, part, key, self.cfg), self.cfg)
+
+    def merge_accumulators(self, accumulators):
+        it = iter(accumulators)
+        acc = next(it)
+        for other in it:
+            acc = acc.merge(other, self.cfg)
+        return acc
+
+    def extract_output(self, acc):
+        return acc
+
+
+class ReadBatches(beam.DoFn):
+    """(file, row group) -> (file name, batch key, Arrow record batch)."""
+
+    def __init__(self, batch_size: int):
+        self.batch_size = batch_size
+        self.rows = beam.metrics.Metrics.counter("span_stats", "rows_read")
+
+    def process(self, item):
+        path, row_group = item
+        pf = pq.ParquetFile(path)
+        for i, batch in enumerate(pf.iter_batches(batch_size=self.batch_size,
+                                                  row_groups=[row_group])):
+            self.rows.inc(batch.num_rows)
+            yield Path(path).name, f"{Path(path).name}:{row_group}:{i}", batch
+
+
+# --------------------------------------------------------------------------- output
+
+
+def finalize(acc: Partial, cfg: StatsConfig, span_dir: str) -> tuple[dict, pa.Table]:
+    """The stats document (JSON-ready) and the sample table."""
+    columns = {}
+    for name, c in acc.cols.items():
+        d = {"types": sorted(c.types), "count": c.rows - c.nulls, "nulls": c.nulls,
+             "null_rate": c.nulls / c.rows if c.rows else None}
+        if c.n:
+            q = np.linspace(0, 1, 101)
+            d["numeric"] = {
+                "count": c.n, "min": c.min, "max": c.max, "mean": c.mean,
+                "std": math.sqrt(c.m2 / c.n) if c.n else None,
+                "quantiles": np.quantile(np.sort(c.q_vals), q).tolist(),
+                "quantile_sample": int(len(c.q_vals)),
+            }
+        if c.top is not None:
+            total = c.rows - c.nulls
+            top = sorted(c.top.items(), key=lambda kv: (-kv[1], str(kv[0])))
+            d["top"] = [[v, int(n), n / total if total else None] for v, n in top[:cfg.top_k]]
+            d["topk_exact"] = c.top_dec == 0
+            d["topk_error_bound"] = int(c.top_dec)
+            # Low-cardinality domain: every distinct value when the summary is exact.
+            d["domain"] = ([v for v, _ in top] if c.top_dec == 0 and len(top) <= 100
+                           else None)
+        if c.kmv is not None:
+            est, exact = _kmv_estimate(c.kmv, cfg.kmv_k)
+            d["distinct"] = est
+            d["distinct_exact"] = exact
+        columns[name] = d
+    label = columns.get(F.LABEL_KEY, {}).get("numeric")
+    parts = [{"file": f, "rows": p["rows"], "fingerprint": f"{p['fingerprint']:016x}",
+              "schema": p["schema"]} for f, p in sorted(acc.parts.items())]
+    span_fp = sum(p["fingerprint"] for p in acc.parts.values()) % 2 ** 64
+    ex = acc.cols.get(F.EXAMPLE_ID_KEY)
+    stats = {
+        "stats_version": STATS_VERSION,
+        "span_dir": str(span_dir),
+        "span": Path(span_dir).name,
+        "rows": acc.rows,
+        "label_rate": label["mean"] if label else None,
+        "columns": columns,
+        "parts": parts,
+        "fingerprint": f"{span_fp:016x}",
+        "example_id_kmv": ([f"{int(h):016x}" for h in ex.kmv] if ex is not None
+                           and ex.kmv is not None else []),
+        "config": dataclasses.asdict(cfg),
+    }
+    sample = acc.sample if acc.sample is not None else pa.table({})
+    if PRIO in sample.column_names:
+        sample = sample.drop_columns([PRIO])
+    stats["sample_rows"] = sample.num_rows
+    return stats, sample
+
+
+def kmv_overlap(a_hex: list[str], b_hex: list[str], k: int) -> float | None:
+    """Estimated share of span A's distinct ids also in span B (KMV Jaccard, then
+    |A∩B| / |A|). None if either sketch is empty."""
+    if not a_hex or not b_hex:
+        return None
+    a = np.array([int(h, 16) for h in a_hex], dtype=np.uint64)
+    b = np.array([int(h, 16) for h in b_hex], dtype=np.uint64)
+    union_k = np.union1d(a, b)[:k]
+    inter = np.intersect1d(np.intersect1d(a, b), union_k)
+    jaccard = len(inter) / len(union_k)
+    na, _ = _kmv_estimate(a, k)
+    nb, _ = _kmv_estimate(b, k)
+    both = jaccard * (na + nb) / (1 + jaccard)
+    return float(both / na) if na else None
+
+
+def work_items(span_dir: Path) -> list[tuple[str, int]]:
+    parts = sorted(span_dir.glob(PART_GLOB))
+    if not parts:
+        raise FileNotFoundError(f"no {PART_GLOB} files in {span_dir}")
+    items = []
+    for p in parts:
+        try:
+            n = pq.ParquetFile(p).metadata.num_row_groups
+        except (OSError, pa.ArrowException) as e:
+            raise ValueError(f"cannot read parquet part {p}: {e}") from e
+        items += [(str(p), rg) for rg in range(n)]
+    return items
+
+
+class _Write(beam.DoFn):
+    def __init__(self, cfg: StatsConfig, span_dir: str, output_dir: str):
+        self.cfg, self.span_dir, self.output_dir = cfg, span_dir, output_dir
+
+    def process(self, acc):
+        from components.common.atomic import atomic_dir, write_json
+
+        stats, sample = finalize(acc, self.cfg, self.span_dir)
+        with atomic_dir(self.output_dir) as tmp:
+            pq.write_table(sample, tmp / SAMPLE_FILE)
+            write_json(tmp / STATS_FILE, stats)
+        yield stats["rows"]
+
+
+# --------------------------------------------------------------------------- pipeline
+
+
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--span-dir", required=True, help="folder holding part-*.parquet")
+    p.add_argument("--output-dir", required=True, help="where stats.json + sample.parquet go")
+    d = StatsConfig()
+    p.add_argument("--sample-rows", type=int, default=d.sample_rows,
+                   help=f"rows in the reservoir sample (default {d.sample_rows})")
+    p.add_argument("--quantile-sample", type=int, default=d.quantile_sample,
+                   help="values kept per numeric column for quantiles")
+    p.add_argument("--kmv-k", type=int, default=d.kmv_k, help="distinct-count sketch size")
+    p.add_argument("--topk-capacity", type=int, default=d.topk_capacity,
+                   help="Misra-Gries counters per categorical column")
+    p.add_argument("--top-k", type=int, default=d.top_k, help="top values reported")
+    p.add_argument("--batch-size", type=int, default=d.batch_size, help="rows per Arrow batch")
+    p.add_argument("--seed", type=int, default=d.seed, help="seed of the sample priorities")
+    return p.parse_known_args(argv)
+
+
+def build(pipeline, span_dir: str, output_dir: str, cfg: StatsConfig):
+    items = work_items(Path(span_dir))
+    return (pipeline
+            | "RowGroups" >> beam.Create(items)
+            | "ReadBatches" >> beam.ParDo(ReadBatches(cfg.batch_size))
+            | "Stats" >> beam.CombineGlobally(SpanStatsFn(cfg))
+            | "Write" >> beam.ParDo(_Write(cfg, span_dir, output_dir)))
+
+
+def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
+    """Compute and write the span's statistics; return a short summary."""
+    args, beam_args = parse_args(argv)
+    cfg = StatsConfig(sample_rows=args.sample_rows, quantile_sample=args.quantile_sample,
+                      kmv_k=args.kmv_k, topk_capacity=args.topk_capacity, top_k=args.top_k,
+                      batch_size=args.batch_size, seed=args.seed)
+    for name, value in dataclasses.asdict(cfg).items():
+        if name != "seed" and value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    span_dir = Path(args.span_dir)
+    if not span_dir.is_dir():
+        raise FileNotFoundError(f"span directory does not exist: {span_dir}")
+    options = PipelineOptions(beam_args)
+    options.view_as(SetupOptions).save_main_session = save_main_session
+    t0 = time.perf_counter()
+    with beam.Pipeline(options=options) as pipeline:
+        build(pipeline, str(span_dir), args.output_dir, cfg)
+    seconds = time.perf_counter() - t0
+    stats_path = Path(args.output_dir) / STATS_FILE
+    with open(stats_path) as f:
+        rows = json.load(f)["rows"]
+    summary = {"stats": str(stats_path), "sample": str(Path(args.output_dir) / SAMPLE_FILE),
+               "rows": rows, "seconds": round(seconds, 3),
+               "rows_per_second": round(rows / max(seconds, 1e-9))}
+    log.info("span stats: %s", json.dumps(summary))
+    return summary
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    print(json.dumps(run(sys.argv[1:]), indent=2))

@@ -1,0 +1,286 @@
+"""The CTR span validation rules, declared in code and versioned with the feature list.
+
+Validation never loads a span: it runs great-expectations suites over three small tables
+built from the span's one-pass statistics (`beam_jobs.span_stats`):
+
+- `stats`: one wide row of per-span figures (row count, click rate, per-column null
+  rate / type / min / max, duplicate measures, drift distances to the previous span, row
+  count against the recent average). Expectations bound those figures.
+- `domains`: the distinct values of low-cardinality columns (exact: Misra-Gries with no
+  decrement), checked against allowed sets.
+- `sample`: the uniform reservoir sample of raw rows: schema, pandas types, patterns.
+
+Every expectation carries a rule id and a severity in `meta` (also GX's own `severity`
+and a `description` that Data Docs shows): `error` stops the run, `warning` is reported.
+Drift distances are computed here from the statistics (Jensen-Shannon distance and
+L-infinity on categorical top-k + "other", PSI and KS on numeric quantiles) and bounded
+by expectations, so they appear in the same report as every other rule.
+
+Stdlib + numpy at module level; great_expectations is imported inside the functions.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from components.ctr import features as F
+
+ERROR, WARNING = "error", "warning"
+SEVERITIES = (ERROR, WARNING)
+
+# Device values the serving side sends; a new device type must fail until someone looks.
+ALLOWED_DEVICES: tuple[str, ...] = ("ios", "android", "web", "tablet", "other")
+LABEL_VALUES = (0, 1)
+RANGES: dict[str, tuple[float | None, float | None]] = {
+    "hour": (0, 23), "position": (1, 31),
+    **{c: (0, None) for c in F.NUMERIC_FEATURES},  # price, past clicks, age: non-negative
+}
+EXPECTED_COLUMNS: list[str] = [*F.RAW_STRING_COLUMNS, *F.RAW_INT_COLUMNS,
+                               *F.RAW_FLOAT_COLUMNS]
+NEVER_NULL_COLUMNS: list[str] = [*F.RAW_STRING_COLUMNS, *F.RAW_INT_COLUMNS]
+# Arrow types in the statistics ("string" covers large_string / string_view).
+ARROW_TYPES: dict[str, str] = {
+    **{c: "string" for c in F.RAW_STRING_COLUMNS},
+    **{c: "int64" for c in F.RAW_INT_COLUMNS},
+    **{c: "double" for c in F.RAW_FLOAT_COLUMNS},
+}
+# pandas type names GX checks on the sample ("str" matches pandas 2 object and 3 str).
+PANDAS_TYPES: dict[str, str] = {
+    **{c: "str" for c in F.RAW_STRING_COLUMNS},
+    **{c: "int64" for c in F.RAW_INT_COLUMNS},
+    **{c: "float64" for c in F.RAW_FLOAT_COLUMNS},
+}
+PATTERNS: dict[str, str] = {
+    F.EXAMPLE_ID_KEY: r"^\d{4}-\d{2}-\d{2}-\d+$",
+    "user_id": r"^u\d+$", "item_id": r"^i\d+$", "category_id": r"^c\d+$",
+}
+
+# Drift against the previous span: metric, threshold and severity per feature. Measured
+# on the generator's consecutive days (50k rows): device/hour/position JS about 0.01,
+# category_id about 0.03, user/item top-50 JS 0.1-0.3 (popularity drifts daily, so a
+# warning only), numeric PSI under 0.02.
+DRIFT_THRESHOLDS: dict[str, dict[str, Any]] = {
+    "device": {"metric": "js", "max": 0.1, "severity": ERROR},
+    "hour": {"metric": "js", "max": 0.1, "severity": ERROR},
+    "position": {"metric": "js", "max": 0.1, "severity": ERROR},
+    "category_id": {"metric": "js", "max": 0.2, "severity": ERROR},
+    "user_id": {"metric": "js", "max": 0.5, "severity": WARNING},
+    "item_id": {"metric": "js", "max": 0.5, "severity": WARNING},
+    "price": {"metric": "psi", "max": 0.25, "severity": WARNING},
+    "user_past_clicks": {"metric": "psi", "max": 0.25, "severity": WARNING},
+    "item_age_days": {"metric": "psi", "max": 0.25, "severity": WARNING},
+}
+STATS_SUITE, DOMAINS_SUITE, SAMPLE_SUITE = "ctr_span_stats", "ctr_span_domains", "ctr_span_sample"
+SUITE_VERSION = 2
+
+
+# --------------------------------------------------------------------------- drift math
+
+
+def _top_dist(col: dict) -> dict:
+    return {(type(v).__name__, v): float(freq) for v, _, freq in col.get("top") or []
+            if freq is not None}
+
+
+def categorical_distance(cur: dict, prev: dict) -> dict | None:
+    """Jensen-Shannon distance (base 2, in [0, 1]) and L-infinity between the top-k
+    distributions of two spans, the mass outside both top-k lists pooled as 'other'."""
+    p, q = _top_dist(cur), _top_dist(prev)
+    if not p or not q:
+        return None
+    keys = sorted(set(p) | set(q), key=repr)
+    pv = [p.get(k, 0.0) for k in keys] + [max(0.0, 1.0 - sum(p.values()))]
+    qv = [q.get(k, 0.0) for k in keys] + [max(0.0, 1.0 - sum(q.values()))]
+    m = [(a + b) / 2 for a, b in zip(pv, qv)]
+
+    def kl(x, y):
+        return sum(a * math.log2(a / b) for a, b in zip(x, y) if a > 0 and b > 0)
+
+    js = math.sqrt(max(0.0, (kl(pv, m) + kl(qv, m)) / 2))
+    return {"js": js, "linf": max(abs(a - b) for a, b in zip(pv, qv))}
+
+
+def numeric_distance(cur: dict, prev: dict, bins: int = 10) -> dict | None:
+    """PSI over the previous span's decile bins and the KS statistic, both from the
+    spans' quantile summaries (CDFs interpolated between the 101 stored quantiles)."""
+    import numpy as np
+
+    qc, qp = (cur.get("numeric") or {}).get("quantiles"), \
+        (prev.get("numeric") or {}).get("quantiles")
+    if not qc or not qp:
+        return None
+    qc, qp = np.asarray(qc, float), np.asarray(qp, float)
+    levels = np.linspace(0, 1, len(qp))
+
+    def cdf(q, x):
+        lv = np.linspace(0, 1, len(q))
+        return (np.interp(x, q, lv, left=0.0, right=1.0) if q[-1] > q[0]
+                else (x >= q[0]).astype(float))
+
+    edges = np.unique(np.interp(np.linspace(0, 1, bins + 1)[1:-1], levels, qp))
+    fp = np.diff(np.concatenate([[0.0], cdf(qp, edges), [1.0]]))
+    fc = np.diff(np.concatenate([[0.0], cdf(qc, edges), [1.0]]))
+    eps = 1e-4
+    fp, fc = np.clip(fp, eps, None), np.clip(fc, eps, None)
+    psi = float(np.sum((fc - fp) * np.log(fc / fp)))
+    grid = np.union1d(qc, qp)
+    ks = float(np.max(np.abs(cdf(qc, grid) - cdf(qp, grid))))
+    return {"psi": psi, "ks": ks}
+
+
+def drift(stats: dict, previous: dict | None) -> dict:
+    """Per-feature distances to the previous span (empty without one)."""
+    out: dict[str, dict] = {}
+    if not previous:
+        return out
+    for feature, cfg in DRIFT_THRESHOLDS.items():
+        cur, prev = stats["columns"].get(feature), previous["columns"].get(feature)
+        if not cur or not prev:
+            continue
+        d = (categorical_distance(cur, prev) if cfg["metric"] in ("js", "linf")
+             else numeric_distance(cur, prev))
+        if d is not None:
+            out[feature] = d
+    return out
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def stats_row(stats: dict, previous: dict | None, history: list[dict],
+              overlap: float | None) -> dict[str, Any]:
+    """The one-row statistics table the `stats` suite runs on."""
+    row: dict[str, Any] = {"rows": stats["rows"], "click_rate": stats.get("label_rate")}
+    for name, col in stats["columns"].items():
+        row[f"{name}__null_rate"] = col["null_rate"]
+        row[f"{name}__type"] = "|".join(col["types"])
+        num = col.get("numeric")
+        if num:
+            row[f"{name}__min"], row[f"{name}__max"] = num["min"], num["max"]
+        if previous and name in previous["columns"] and name in F.NUMERIC_FEATURES:
+            row[f"{name}__null_rate_increase"] = (
+                col["null_rate"] - previous["columns"][name]["null_rate"])
+    ex = stats["columns"].get(F.EXAMPLE_ID_KEY)
+    if ex and ex.get("count"):
+        row["example_id__duplicate_rate"] = max(0.0, 1.0 - ex["distinct"] / ex["count"])
+    seen, dup = set(), 0
+    for p in stats["parts"]:
+        key = (p["rows"], p["fingerprint"])
+        dup += key in seen
+        seen.add(key)
+    row["duplicated_parts"] = dup
+    if overlap is not None:
+        row["overlap_with_previous"] = overlap
+    if history:
+        avg = sum(h["rows"] for h in history) / len(history)
+        row["rows_vs_recent_average"] = stats["rows"] / avg if avg else None
+    for feature, d in drift(stats, previous).items():
+        for metric, value in d.items():
+            row[f"{feature}__{metric}_previous"] = value
+    return row
+
+
+def domains_table(stats: dict) -> dict[str, list]:
+    """Distinct values of the columns with an allowed set (top values if not exact)."""
+    out = {}
+    for name in ("device", F.LABEL_KEY):
+        col = stats["columns"].get(name)
+        if col is not None:
+            out[name] = col.get("domain") or [v for v, _, _ in col.get("top") or []]
+    width = max([len(v) for v in out.values()] or [0]) or 1
+    return {k: v + [None] * (width - len(v)) for k, v in out.items()}
+
+
+# --------------------------------------------------------------------------- suites
+
+
+def _exp(cls, rule: str, severity: str, text: str, **kwargs):
+    assert severity in SEVERITIES, severity
+    return cls(**kwargs, severity="critical" if severity == ERROR else "warning",
+               description=f"[{severity}] {rule}: {text}",
+               meta={"rule": rule, "severity": severity, "text": text})
+
+
+def build_suites(spec, previous: dict | None, history: list[dict]):
+    """{suite name: ExpectationSuite} for a span. `spec` carries the thresholds
+    (components.validate.ValidateSpec); previous/history only decide which comparative
+    rules exist (no previous span: no drift rules; no history: no recent-average rule)."""
+    import great_expectations as gx
+    import great_expectations.expectations as gxe
+
+    def between(rule, severity, text, column, lo=None, hi=None):
+        return _exp(gxe.ExpectColumnMaxToBeBetween, rule, severity, text, column=column,
+                    min_value=lo, max_value=hi)
+
+    s: list = [
+        between("row_count", ERROR, f"rows in [{spec.min_rows}, {spec.max_rows}]", "rows",
+                spec.min_rows, spec.max_rows),
+        between("click_rate", ERROR,
+                f"click rate in [{spec.min_click_rate}, {spec.max_click_rate}]",
+                "click_rate", spec.min_click_rate, spec.max_click_rate),
+        between("duplicates:example_id", ERROR,
+                f"share of duplicated example ids at most {spec.max_duplicate_rate}",
+                "example_id__duplicate_rate", None, spec.max_duplicate_rate),
+        between("duplicates:parts", ERROR, "no two parts with the same content",
+                "duplicated_parts", None, 0),
+    ]
+    for c in EXPECTED_COLUMNS:
+        s.append(_exp(gxe.ExpectColumnValuesToBeInSet, f"type:{c}", ERROR,
+                      f"Arrow type of {c} is {ARROW_TYPES[c]} in every part",
+                      column=f"{c}__type", value_set=[ARROW_TYPES[c]]))
+    for c in NEVER_NULL_COLUMNS:
+        s.append(between(f"null_rate:{c}", ERROR, f"{c} is never null",
+                         f"{c}__null_rate", None, 0))
+    for c in F.NUMERIC_FEATURES:
+        s.append(between(f"null_rate:{c}", ERROR, f"null rate of {c} at most "
+                         f"{spec.max_null_rate}", f"{c}__null_rate", None, spec.max_null_rate))
+    for c, (lo, hi) in RANGES.items():
+        if lo is not None:
+            s.append(between(f"range:{c}", ERROR, f"min of {c} at least {lo}",
+                             f"{c}__min", lo, None))
+        if hi is not None:
+            s.append(between(f"range:{c}", ERROR, f"max of {c} at most {hi}",
+                             f"{c}__max", None, hi))
+    if previous:
+        s.append(between("duplicates:previous_span", ERROR,
+                         f"share of example ids also in the previous span at most "
+                         f"{spec.max_previous_overlap}", "overlap_with_previous", None,
+                         spec.max_previous_overlap))
+        for c in F.NUMERIC_FEATURES:
+            s.append(between(f"null_rate_increase:{c}", ERROR,
+                             f"null rate of {c} up at most {spec.max_null_rate_increase} "
+                             f"on the previous span", f"{c}__null_rate_increase", None,
+                             spec.max_null_rate_increase))
+        thresholds = {**DRIFT_THRESHOLDS, **(spec.drift_thresholds or {})}
+        for feature, cfg in thresholds.items():
+            s.append(between(f"drift:{feature}", cfg["severity"],
+                             f"{cfg['metric'].upper()} of {feature} vs previous span at "
+                             f"most {cfg['max']}", f"{feature}__{cfg['metric']}_previous",
+                             None, cfg["max"]))
+    if history:
+        r = spec.max_row_ratio
+        s.append(between("row_count:recent_average", ERROR,
+                         f"rows within {r:g}x of the average of the last {len(history)} "
+                         f"span(s)", "rows_vs_recent_average", 1.0 / r, r))
+
+    d = [
+        _exp(gxe.ExpectColumnValuesToBeInSet, "allowed_values:device", ERROR,
+             f"device in {list(ALLOWED_DEVICES)}", column="device",
+             value_set=list(ALLOWED_DEVICES)),
+        _exp(gxe.ExpectColumnValuesToBeInSet, f"allowed_values:{F.LABEL_KEY}", ERROR,
+             f"{F.LABEL_KEY} in {list(LABEL_VALUES)}", column=F.LABEL_KEY,
+             value_set=list(LABEL_VALUES)),
+    ]
+
+    sm: list = [_exp(gxe.ExpectTableColumnsToMatchSet, "schema:columns", ERROR,
+                     "exactly the columns of features.py", column_set=list(EXPECTED_COLUMNS),
+                     exact_match=True)]
+    sm += [_exp(gxe.ExpectColumnValuesToBeOfType, f"type:{c}", ERROR,
+                f"sample values of {c} are {t}", column=c, type_=t)
+           for c, t in PANDAS_TYPES.items()]
+    sm += [_exp(gxe.ExpectColumnValuesToMatchRegex, f"pattern:{c}", WARNING,
+                f"{c} matches {p}", column=c, regex=p) for c, p in PATTERNS.items()]
+    meta = {"suite_version": SUITE_VERSION}
+    return {STATS_SUITE: gx.ExpectationSuite(name=STATS_SUITE, expectations=s, meta=meta),
+            DOMAINS_SUITE: gx.ExpectationSuite(name=DOMAINS_SUITE, expectations=d, meta=meta),
+            SAMPLE_SUITE: gx.ExpectationSuite(name=SAMPLE_SUITE, expectations=sm, meta=meta)}
