@@ -1,0 +1,305 @@
+"""Run the parameter-server trainer as a real local cluster of separate processes.
+
+Why: the Airflow train task (and tests, benchmarks) need the same multi-process topology
+as production - N parameter servers, M workers and a coordinator (the chief), each its
+own OS process with its own `TF_CONFIG` - on one machine, on free 127.0.0.1 ports.
+The launcher streams every process's output with its role as prefix (`[ps/0] ...`),
+restarts a worker that dies (the coordinator reschedules its work), fails clearly when a
+parameter server dies, and tears every process down on success, failure or when it is
+itself terminated: each child runs in its own process group, is killed by group, and
+also gets SIGKILL from the kernel if the launcher dies (PR_SET_PDEATHSIG), so nothing is
+orphaned.
+
+`ps_memory_limit_mb` enforces a per-parameter-server memory limit the way a container
+runtime's OOM killer does: the launcher samples each ps's private (anonymous) resident
+memory every 0.2 s and SIGKILLs a ps above the limit. Private, because the other ~0.4 GB
+of a TensorFlow process's RSS are shared library pages every process on the host shares;
+RLIMIT_AS cannot be used: TensorFlow reserves far more virtual address space than it
+touches. Peak total RSS (VmHWM) and peak private memory per process are reported.
+
+    python -m components.ctr.cluster --spec '{"train": {"preprocess_dir": "...",
+        "out_dir": "..."}, "num_ps": 2, "num_workers": 2}'
+
+Stdlib only: DAG files import the spec; TensorFlow loads only in the children.
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from components.common.step import main
+
+log = logging.getLogger("retrain.cluster")
+
+TRAINER_MODULE = "components.ctr.ps_train"
+
+
+class ClusterFailed(RuntimeError):
+    pass
+
+
+@dataclasses.dataclass
+class ClusterSpec:
+    train: dict = dataclasses.field(default_factory=dict)  # ps_train.PsTrainSpec fields
+    # Also accepted here, outside `train`, so a caller's run-folder logic (lineage
+    # fingerprints, which ignore top-level output paths) sees them like any step's paths.
+    preprocess_dir: str | None = None
+    out_dir: str | None = None
+    num_ps: int = 1
+    num_workers: int = 1
+    host: str = "127.0.0.1"
+    max_worker_restarts: int = 3  # per worker
+    ps_memory_limit_mb: int = 0   # 0: none; a ps above it (private RSS) is killed, like an OOM kill
+    status_file: str | None = None  # JSON with pids/ports of every role, for tests and ops
+    startup_timeout_s: float = 300.0
+    ps_failure_grace_s: float = 60.0  # time the coordinator gets to report a dead ps itself
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """n distinct free TCP ports (bound together, then released)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def cluster_def(num_ps: int, num_workers: int, host: str = "127.0.0.1") -> dict:
+    ports = free_ports(1 + num_ps + num_workers, host)
+    return {"chief": [f"{host}:{ports[0]}"],
+            "ps": [f"{host}:{p}" for p in ports[1:1 + num_ps]],
+            "worker": [f"{host}:{p}" for p in ports[1 + num_ps:]]}
+
+
+def tf_config(cluster: dict, role: str, index: int) -> str:
+    return json.dumps({"cluster": cluster, "task": {"type": role, "index": index}})
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _rss_kb(pid: int) -> tuple[int, int]:
+    """(private RSS, peak total RSS) in kB from /proc, (0, 0) if the process is gone.
+
+    Private = RssAnon: the process's own memory. The rest of its RSS is file-backed
+    (TensorFlow's ~0.4 GB of shared libraries), shared by every process on the host.
+    """
+    anon = peak = 0
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    anon = int(line.split()[1])
+                elif line.startswith("VmHWM:"):
+                    peak = int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        pass
+    return anon, peak
+
+
+class _Proc:
+    def __init__(self, name: str, cmd: list[str], env: dict, sink):
+        self.name, self.cmd, self.env, self.sink = name, cmd, env, sink
+        self.restarts = 0
+        self.peak_kb = 0
+        self.peak_private_kb = 0
+        self.popen: subprocess.Popen | None = None
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.popen = subprocess.Popen(self.cmd, env=self.env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True, errors="replace",
+                                      start_new_session=True, preexec_fn=_die_with_parent)
+        self.thread = threading.Thread(target=self._pump, args=(self.popen,), daemon=True)
+        self.thread.start()
+        log.info("started %s pid %d", self.name, self.popen.pid)
+
+    def _pump(self, popen) -> None:
+        for line in popen.stdout:
+            self.sink(f"[{self.name}] {line.rstrip()}")
+
+    def poll(self):
+        return self.popen.poll() if self.popen else None
+
+    def sample(self) -> int:
+        cur, peak = _rss_kb(self.popen.pid) if self.popen else (0, 0)
+        self.peak_kb = max(self.peak_kb, peak)
+        self.peak_private_kb = max(self.peak_private_kb, cur)
+        return cur
+
+    def kill(self, sig=signal.SIGTERM) -> None:
+        if self.popen and self.popen.poll() is None:
+            try:
+                os.killpg(self.popen.pid, sig)
+            except ProcessLookupError:
+                pass
+
+
+def _default_sink(line: str) -> None:
+    print(line, flush=True)
+
+
+def run(spec: ClusterSpec, sink=None) -> dict:
+    """Start ps + workers + coordinator, supervise them, always tear everything down."""
+    if spec.num_ps < 1 or spec.num_workers < 1:
+        raise ValueError(f"need at least 1 ps and 1 worker, got {spec.num_ps} ps, "
+                         f"{spec.num_workers} workers")
+    train = dict(spec.train)
+    for key in ("preprocess_dir", "out_dir"):
+        if getattr(spec, key):
+            if train.get(key, getattr(spec, key)) != getattr(spec, key):
+                raise ValueError(f"{key} given twice with different values")
+            train[key] = getattr(spec, key)
+        if key not in train:
+            raise ValueError(f"train spec needs {key!r}")
+    sink = sink or _default_sink
+    cluster = cluster_def(spec.num_ps, spec.num_workers, spec.host)
+    base_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+                "PYTHONUNBUFFERED": "1"}
+    base_env.pop("TF_CONFIG", None)
+    py = sys.executable
+    tmp = Path(tempfile.mkdtemp(prefix="retrain-cluster-"))
+    spec_file, result_file = tmp / "train_spec.json", tmp / "result.json"
+    spec_file.write_text(json.dumps(train))
+
+    servers: list[_Proc] = []
+    for role, n in (("ps", spec.num_ps), ("worker", spec.num_workers)):
+        for i in range(n):
+            env = {**base_env, "TF_CONFIG": tf_config(cluster, role, i)}
+            if role == "ps":
+                env["CUDA_VISIBLE_DEVICES"] = ""   # parameter servers never need a GPU
+            servers.append(_Proc(f"{role}/{i}", [py, "-m", TRAINER_MODULE, "--serve"], env, sink))
+    chief = _Proc("chief", [py, "-m", TRAINER_MODULE, "--spec", f"@{spec_file}",
+                            "--result-file", str(result_file)],
+                  {**base_env, "TF_CONFIG": tf_config(cluster, "chief", 0)}, sink)
+    procs = servers + [chief]
+
+    # Turn SIGTERM (Airflow killing the task) into an exception so `finally` tears down.
+    old_handler = None
+    if threading.current_thread() is threading.main_thread():
+        def _on_term(signum, frame):
+            raise ClusterFailed(f"launcher received signal {signum}; cluster torn down")
+        old_handler = signal.signal(signal.SIGTERM, _on_term)
+    started = time.time()
+    failure = None
+    try:
+        for p in procs:
+            p.start()
+        _write_status(spec.status_file, cluster, procs)
+        dead_ps_since = None
+        while True:
+            chief.sample()
+            code = chief.poll()
+            if code is not None:
+                break
+            for p in servers:
+                cur_kb = p.sample()
+                if p.name.startswith("ps/") and spec.ps_memory_limit_mb and \
+                        cur_kb > spec.ps_memory_limit_mb * 1024:
+                    sink(f"[launcher] {p.name} uses {cur_kb // 1024} MB private memory > limit "
+                         f"{spec.ps_memory_limit_mb} MB: killing it (out of memory)")
+                    failure = failure or (f"{p.name} exceeded its memory limit of "
+                                          f"{spec.ps_memory_limit_mb} MB")
+                    p.kill(signal.SIGKILL)
+                rc = p.poll()
+                if rc is None:
+                    continue
+                if p.name.startswith("worker/"):
+                    if p.restarts >= spec.max_worker_restarts:
+                        failure = failure or (f"{p.name} died (exit {rc}) more than "
+                                              f"{spec.max_worker_restarts} times")
+                        break
+                    p.restarts += 1
+                    sink(f"[launcher] {p.name} exited with {rc}; restarting it "
+                         f"(restart {p.restarts})")
+                    p.start()
+                    _write_status(spec.status_file, cluster, procs)
+                else:
+                    failure = failure or f"parameter server {p.name} died (exit {rc})"
+                    if dead_ps_since is None:
+                        dead_ps_since = time.time()
+                        sink(f"[launcher] {failure}; waiting for the coordinator to fail")
+            if failure and ("memory" in failure or "more than" in failure):
+                break
+            if dead_ps_since and time.time() - dead_ps_since > spec.ps_failure_grace_s:
+                break
+            time.sleep(0.2)
+        chief.sample()
+        code = chief.poll()
+        if code is None:
+            chief.kill(signal.SIGKILL)
+            chief.popen.wait()
+            code = chief.popen.returncode
+    finally:
+        for p in procs:
+            p.sample()
+        _teardown(procs)
+        if old_handler is not None:
+            signal.signal(signal.SIGTERM, old_handler)
+    result = json.loads(result_file.read_text()) if result_file.exists() else {}
+    peaks = {p.name: round(p.peak_kb / 1024, 1) for p in procs}
+    private = {p.name: round(p.peak_private_kb / 1024, 1) for p in procs}
+    restarts = {p.name: p.restarts for p in servers if p.restarts}
+    if code != 0 or failure:
+        msg = result.get("error") or f"coordinator exit code {code}"
+        raise ClusterFailed(f"PS training failed: {failure + '; ' if failure else ''}{msg}")
+    result["cluster"] = {"ps": spec.num_ps, "workers": spec.num_workers,
+                         "worker_restarts": restarts, "peak_rss_mb": peaks,
+                         "peak_private_mb": private,
+                         "seconds": round(time.time() - started, 1)}
+    sink(f"[launcher] done in {result['cluster']['seconds']}s; peak RSS MB {peaks}; "
+         f"peak private (anonymous) MB {private}; "
+         f"worker restarts {restarts or 0}")
+    return result
+
+
+def _write_status(path, cluster, procs) -> None:
+    if not path:
+        return
+    from components.common.atomic import write_json
+    write_json(path, {"cluster": cluster, "pids": {p.name: p.popen.pid for p in procs if p.popen},
+                      "restarts": {p.name: p.restarts for p in procs}})
+
+
+def _teardown(procs: list[_Proc], grace: float = 5.0) -> None:
+    for p in procs:
+        p.kill(signal.SIGTERM)
+    deadline = time.time() + grace
+    for p in procs:
+        if p.popen is None:
+            continue
+        try:
+            p.popen.wait(timeout=max(0.1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            p.kill(signal.SIGKILL)
+            p.popen.wait()
+    for p in procs:
+        if p.thread is not None:
+            p.thread.join(timeout=2)
+
+
+if __name__ == "__main__":
+    sys.exit(main(ClusterSpec, run, description=(
+        "Start N parameter servers, M workers and the coordinator of the PS trainer as "
+        "local processes on free 127.0.0.1 ports; stream their logs; tear all down.")))

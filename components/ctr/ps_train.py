@@ -1,0 +1,692 @@
+"""Train the CTR model with TensorFlow's parameter-server strategy (or in one process).
+
+Why: the per-ID tables are what outgrow one machine, so they live on parameter servers,
+split by a variable partitioner into shards (`ShardedVariable`); workers pull only the
+rows a batch looks up and push sparse (IndexedSlices) gradients for them. The
+coordinator (the chief) runs a custom training loop - Keras 3 `fit` does not support
+this strategy - and schedules `steps_per_execution` steps per remote function call to
+amortise the RPCs. Every process runs this same module; its role comes from `TF_CONFIG`:
+
+- `ps` / `worker`: start a `tf.distribute.Server` and serve until killed;
+- `chief`: coordinate, checkpoint, evaluate and (only the chief) export;
+- no `TF_CONFIG`: the same model and loop in one process, without a strategy.
+
+Reads the transformed `train/` and `eval/` shards and the tf.Transform graph written by
+`beam_jobs.preprocess_ctr`. Writes, like `components.ctr.train`, `<out_dir>/serving_model`
+(a SavedModel whose `serving_default` takes RAW features and applies the transform graph)
+and `<out_dir>/train_summary.json`, atomically; checkpoints go to `checkpoint_dir`
+(default: `<out_dir>_checkpoints` beside it, so a retried task resumes from them).
+
+The model is the one of `components/ctr/model.py` (regularised per-ID biases, item
+popularity, numerics, a small MLP over low-dimensional embeddings), written as a plain
+`tf.Module` so every table can be sharded. The Gaussian prior on a table is applied to the
+rows a batch looks up, each weighted by 1 / (its count in the window): in expectation that
+is exactly the whole-table L2 penalty of model.py, but its gradient touches only the
+looked-up rows, so updates stay sparse.
+
+    python -m components.ctr.ps_train --spec '{"preprocess_dir": "...", "out_dir": "..."}'
+    TF_CONFIG='{"cluster": ..., "task": {"type": "ps", "index": 0}}' python -m components.ctr.ps_train --serve
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import sys
+import time
+import zlib
+from pathlib import Path
+
+from components.common.step import main
+
+log = logging.getLogger("retrain.ps_train")
+
+SERVING_DIR = "serving_model"
+SUMMARY_FILE = "train_summary.json"
+CHECK_FILE = "in_training_predictions.json"
+PROGRESS_FILE = "progress.json"
+SERVER_ROLES = ("ps", "worker")
+
+
+@dataclasses.dataclass
+class PsTrainSpec:
+    """Model defaults are those of components.ctr.train.TrainSpec (tuned on the demo logs)."""
+    preprocess_dir: str          # output of beam_jobs.preprocess_ctr
+    out_dir: str                 # model artifact directory (created atomically)
+    epochs: int = 3
+    batch_size: int = 1024
+    learning_rate: float = 0.01  # Adam; cosine-decayed to 10% over the run (lr_decay)
+    l2: float = 2.0              # prior strength of per-ID biases (summed-loss units)
+    id_l2: dict[str, float] = dataclasses.field(
+        default_factory=lambda: {"user_id": 10.0, "item_id": 5.0})
+    hidden_units: tuple[int, ...] | list[int] = (32, 16)
+    embedding_dim: int = 4       # embeddings of the deep fields
+    embedding_dims: dict[str, int] = dataclasses.field(default_factory=dict)  # per-field override
+    embedding_l2: float = 10.0
+    embedding_init: str = "normal"  # "normal" (stddev 0.05) or "zeros" (cheapest for huge tables)
+    dropout: float = 0.2
+    deep_fields: list[str] = dataclasses.field(
+        default_factory=lambda: ["category_id", "device", "hour", "position"])
+    count_features: list[str] = dataclasses.field(default_factory=lambda: ["item_id"])
+    lr_decay: str = "cosine"     # "cosine" or "none"
+    optimizer: str = "adam"      # "adam", "adagrad" (one slot per weight) or "sgd" (none)
+    seed: int = 1
+    # Distribution
+    steps_per_execution: int = 20          # training steps per scheduled remote call
+    min_shard_bytes: int = 256 << 10       # MinSizePartitioner: tables below stay whole
+    max_shards: int = 0                    # 0: one shard per parameter server at most
+    table_rows: dict[str, int] = dataclasses.field(default_factory=dict)  # bigger tables
+    # Checkpoints, warm start, limits
+    checkpoint_dir: str | None = None      # default <out_dir>_checkpoints
+    checkpoint_every_steps: int = 100     # 0: no checkpoints (and no resume)
+    warm_start_from: str | None = None     # a previous serving_model dir (or its artifact dir)
+    max_steps: int | None = None           # cap on the total steps (tests, benchmarks)
+    export: bool = True
+    check_raw_rows: str | None = None      # JSON {feature: [values]} scored in-cluster too
+
+
+# ----------------------------------------------------------------------------- model
+
+def _config(spec: PsTrainSpec) -> dict:
+    """Static shape of the network: table rows and widths per field."""
+    from components.ctr import features as F
+    unknown = (set(spec.deep_fields) | set(spec.count_features) | set(spec.id_l2)
+               | set(spec.table_rows) | set(spec.embedding_dims)) - set(F.CATEGORICAL_FEATURES)
+    if unknown:
+        raise ValueError(f"not categorical features: {sorted(unknown)}")
+    for key, rows in spec.table_rows.items():
+        if rows < F.categorical_size(key):
+            raise ValueError(f"table_rows[{key!r}]={rows} is below the feature's "
+                             f"{F.categorical_size(key)} values")
+    if spec.embedding_init not in ("normal", "zeros"):
+        raise ValueError(f"embedding_init must be 'normal' or 'zeros', got {spec.embedding_init!r}")
+    if spec.lr_decay not in ("cosine", "none"):
+        raise ValueError(f"lr_decay must be 'cosine' or 'none', got {spec.lr_decay!r}")
+    if spec.optimizer not in ("adam", "adagrad", "sgd"):
+        raise ValueError(f"optimizer must be 'adam', 'adagrad' or 'sgd', got {spec.optimizer!r}")
+    if spec.steps_per_execution < 1 or spec.batch_size < 1 or spec.epochs < 1:
+        raise ValueError("steps_per_execution, batch_size and epochs must be >= 1")
+    rows = {k: int(spec.table_rows.get(k, F.categorical_size(k))) for k in F.CATEGORICAL_FEATURES}
+    dims = {k: int(spec.embedding_dims.get(k, spec.embedding_dim)) for k in spec.deep_fields}
+    return {"rows": rows, "dims": {k: d for k, d in dims.items() if d > 0},
+            "hidden": [int(u) for u in spec.hidden_units], "dropout": float(spec.dropout),
+            "count_features": list(spec.count_features), "seed": int(spec.seed),
+            "embedding_init": spec.embedding_init}
+
+
+def _initializer(shape, kind: str, seed: int, stddev: float = 0.05, values=None):
+    """Initial value callable that can build one shard on its parameter server.
+
+    The strategy calls it with `partition_shape`/`partition_offset`, so a large table is
+    never materialised whole on the coordinator.
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    def init(partition_shape=None, partition_offset=None):
+        shp = tuple(partition_shape or shape)
+        off = int(partition_offset[0]) if partition_offset else 0
+        if kind == "zeros":
+            return tf.zeros(shp, tf.float32)
+        if kind == "values":
+            return tf.constant(np.asarray(values[off:off + shp[0]], np.float32).reshape(shp))
+        if kind == "normal":
+            return tf.random.stateless_normal(shp, seed=[seed, off], stddev=stddev)
+        if kind == "glorot":
+            limit = math.sqrt(6.0 / (shape[0] + shape[-1]))
+            return tf.random.stateless_uniform(shp, seed=[seed, off], minval=-limit, maxval=limit)
+        raise ValueError(kind)
+    return init
+
+
+def build_net(cfg: dict, counts: dict | None = None, base_rate: float = 0.04):
+    """The CTR network as a tf.Module; under a strategy scope its tables are sharded."""
+    import numpy as np
+    import tensorflow as tf
+
+    from components.ctr import features as F
+
+    def var(name, shape, kind, trainable=True, values=None, stddev=0.05):
+        seed = (cfg["seed"] * 1000 + zlib.crc32(name.encode()) % 997) & 0x7FFFFFFF
+        return tf.Variable(_initializer(shape, kind, seed, stddev, values), shape=shape,
+                           dtype=tf.float32, trainable=trainable, name=name)
+
+    class Params(tf.Module):
+        pass
+
+    class Counts(tf.Module):
+        pass
+
+    class CtrNet(tf.Module):
+        def __init__(self):
+            super().__init__(name="ctr_net")
+            p = self.params = Params(name="params")
+            p.bias = {k: var(f"bias_{k}", [cfg["rows"][k], 1], "zeros")
+                      for k in F.CATEGORICAL_FEATURES}
+            p.emb = {k: var(f"emb_{k}", [cfg["rows"][k], d], cfg["embedding_init"])
+                     for k, d in cfg["dims"].items()}
+            n_numeric = 2 * len(F.NUMERIC_FEATURES) + 2 * len(cfg["count_features"])
+            p.linear_w = var("linear_w", [n_numeric, 1], "zeros")
+            logit0 = math.log(base_rate / (1.0 - base_rate))
+            p.linear_b = tf.Variable(tf.constant([logit0], tf.float32), name="linear_b")
+            width = sum(cfg["dims"].values()) + n_numeric
+            p.hidden_w, p.hidden_b = [], []
+            for i, units in enumerate(cfg["hidden"]):
+                p.hidden_w.append(var(f"hidden_w{i}", [width, units], "glorot"))
+                p.hidden_b.append(tf.Variable(tf.zeros([units]), name=f"hidden_b{i}"))
+                width = units
+            p.deep_w = var("deep_w", [width, 1], "zeros") if cfg["hidden"] else None
+            c = self.counts = Counts(name="counts")
+            c.table = {}
+            for k in cfg["count_features"]:
+                values = np.zeros(cfg["rows"][k], np.float32)
+                if counts is not None:
+                    values[:len(counts[k])] = counts[k]
+                c.table[k] = var(f"count_{k}", [cfg["rows"][k], 1], "values",
+                                 trainable=False, values=values)
+
+        def forward(self, feats, training=False):
+            """Click probability and the batch's prior penalty (0 without inverse counts)."""
+            p = self.params
+            terms, vectors = [], []
+            penalty = tf.constant(0.0)
+            for k in F.CATEGORICAL_FEATURES:
+                ids = feats[F.transformed_name(k)]
+                b = tf.reshape(tf.nn.embedding_lookup(p.bias[k], ids), [-1])
+                terms.append(b)
+                inv = feats.get(f"__prior_bias_{k}")
+                if inv is not None:
+                    penalty += tf.reduce_mean(inv * tf.square(b))
+                if k in p.emb:
+                    e = tf.nn.embedding_lookup(p.emb[k], ids)
+                    vectors.append(e)
+                    inv = feats.get(f"__prior_emb_{k}")
+                    if inv is not None:
+                        penalty += tf.reduce_mean(inv * tf.reduce_sum(tf.square(e), axis=1))
+            numeric = []
+            for k in F.NUMERIC_FEATURES:
+                numeric += [feats[F.transformed_name(k)], feats[F.missing_name(k)]]
+            for k in cfg["count_features"]:
+                n = tf.reshape(tf.nn.embedding_lookup(self.counts.table[k],
+                                                      feats[F.transformed_name(k)]), [-1])
+                numeric += [tf.math.log1p(n), tf.cast(tf.equal(n, 0.0), tf.float32)]
+            numeric = tf.stack([tf.cast(x, tf.float32) for x in numeric], axis=1)
+            terms.append(tf.reshape(tf.matmul(numeric, _dense(p.linear_w)) + p.linear_b, [-1]))
+            if cfg["hidden"]:
+                x = tf.concat(vectors + [numeric], axis=1)
+                for w, bias in zip(p.hidden_w, p.hidden_b):
+                    x = tf.nn.relu(tf.matmul(x, _dense(w)) + bias)
+                    if training and cfg["dropout"]:
+                        x = tf.nn.dropout(x, rate=cfg["dropout"])
+                terms.append(tf.reshape(tf.matmul(x, _dense(p.deep_w)), [-1]))
+            return tf.sigmoid(tf.add_n(terms)), penalty
+
+        @tf.function
+        def __call__(self, feats):
+            return self.forward(feats, training=False)[0]
+
+    return CtrNet()
+
+
+def _dense(v):
+    """A small weight as one tensor, whether or not the partitioner split it."""
+    import tensorflow as tf
+    parts = getattr(v, "variables", None)
+    return tf.concat(list(parts), axis=0) if parts is not None and len(parts) > 1 else (
+        parts[0] if parts is not None else v)
+
+
+def _leaves(module) -> list:
+    """Trainable variables as the optimizer sees them: every shard of a ShardedVariable."""
+    out = []
+    for _, v in _named_variables(module):
+        parts = list(getattr(v, "variables", [v]))
+        if parts[0].trainable:
+            out.extend(parts)
+    return out
+
+
+def _named_variables(net) -> list[tuple[str, object]]:
+    """(path, variable) of every model variable; a ShardedVariable counts once."""
+    p, c = net.params, net.counts
+    items = [(f"bias/{k}", v) for k, v in p.bias.items()]
+    items += [(f"emb/{k}", v) for k, v in p.emb.items()]
+    items += [("linear_w", p.linear_w), ("linear_b", p.linear_b)]
+    items += [(f"hidden_w{i}", v) for i, v in enumerate(p.hidden_w)]
+    items += [(f"hidden_b{i}", v) for i, v in enumerate(p.hidden_b)]
+    if p.deep_w is not None:
+        items.append(("deep_w", p.deep_w))
+    items += [(f"count/{k}", v) for k, v in c.table.items()]
+    return items
+
+
+def shard_layout(net) -> dict[str, list[dict]]:
+    """Per variable: its shards' devices and shapes (for logs, the summary and tests)."""
+    out = {}
+    for name, v in _named_variables(net):
+        parts = list(getattr(v, "variables", [v]))
+        out[name] = [{"device": s.device, "shape": s.shape.as_list()} for s in parts]
+    return out
+
+
+# ----------------------------------------------------------------------------- data
+
+def _window_stats(pattern: str, feature_spec: dict) -> tuple[int, float, dict]:
+    """One pass over the training shards: rows, click rate, per-id counts of every field."""
+    import numpy as np
+    import tensorflow as tf
+
+    from components.ctr import features as F
+    wanted = {F.LABEL_KEY, *(F.transformed_name(k) for k in F.CATEGORICAL_FEATURES)}
+    spec = {k: v for k, v in feature_spec.items() if k in wanted}
+    files = tf.io.gfile.glob(pattern)
+    if not files:
+        raise FileNotFoundError(f"no transformed shards match {pattern}")
+    ds = (tf.data.TFRecordDataset(files, compression_type="GZIP")
+          .batch(65536).map(lambda x: tf.io.parse_example(x, spec)))
+    rows, clicks = 0, 0.0
+    counts = {k: np.zeros(F.categorical_size(k), dtype=np.int64) for k in F.CATEGORICAL_FEATURES}
+    for batch in ds.as_numpy_iterator():
+        labels = batch[F.LABEL_KEY]
+        rows += len(labels)
+        clicks += float(labels.sum())
+        for k in F.CATEGORICAL_FEATURES:
+            counts[k] += np.bincount(batch[F.transformed_name(k)], minlength=len(counts[k]))
+    if rows == 0:
+        raise ValueError(f"no training rows in {pattern}")
+    return rows, clicks / rows, counts
+
+
+def _prior_weights(spec: PsTrainSpec, cfg: dict, counts: dict) -> dict:
+    """Per field and id: prior strength / the id's count in the window (see module doc)."""
+    import numpy as np
+    out = {}
+    for k, n in counts.items():
+        inv = 1.0 / np.maximum(n, 1).astype(np.float32)
+        strength = spec.id_l2.get(k, spec.l2)
+        if strength:
+            out[f"__prior_bias_{k}"] = (k, (strength * inv).astype(np.float32))
+        if k in cfg["dims"] and spec.embedding_l2:
+            out[f"__prior_emb_{k}"] = (k, (spec.embedding_l2 * inv).astype(np.float32))
+    return out
+
+
+def _make_dataset_fn(pattern: str, feature_spec: dict, batch_size: int, priors: dict,
+                     seed: int | None, repeat: bool):
+    """A dataset function; in the cluster each worker runs it on its own."""
+    def dataset_fn(_input_context=None):
+        import tensorflow as tf
+
+        from components.ctr import features as F
+        files = tf.data.Dataset.list_files(pattern, shuffle=repeat, seed=seed)
+        ds = files.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type="GZIP"),
+                              cycle_length=4, num_parallel_calls=tf.data.AUTOTUNE,
+                              deterministic=not repeat)
+        if repeat:
+            ds = ds.shuffle(50_000, seed=seed, reshuffle_each_iteration=True).repeat()
+        ds = ds.batch(batch_size, drop_remainder=repeat)
+        tables = {name: (F.transformed_name(k), tf.constant(w)) for name, (k, w) in priors.items()}
+
+        def parse(x):
+            f = tf.io.parse_example(x, feature_spec)
+            for name, (key, table) in tables.items():
+                f[name] = tf.gather(table, f[key])
+            return f, f.pop(F.LABEL_KEY)
+        return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
+    return dataset_fn
+
+
+# ----------------------------------------------------------------------------- roles
+
+def task_role() -> tuple[str | None, int]:
+    """(task type, index) from TF_CONFIG, or (None, 0) when it is not set."""
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        return None, 0
+    try:
+        task = json.loads(raw)["task"]
+        return task["type"], int(task.get("index", 0))
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"TF_CONFIG is not valid: {e}: {raw[:200]}") from e
+
+
+def serve() -> int:
+    """Run this process's parameter-server or worker gRPC server until killed."""
+    import tensorflow as tf
+    role, index = task_role()
+    if role not in SERVER_ROLES:
+        raise ValueError(f"--serve needs TF_CONFIG task type ps or worker, got {role!r}")
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    if role == "worker":
+        gpus = tf.config.list_physical_devices("GPU")
+        print(f"worker {index}: {'GPU ' + str(gpus) if gpus else 'no GPU visible, using CPU'}",
+              flush=True)
+    server = tf.distribute.Server(resolver.cluster_spec(), job_name=role, task_index=index,
+                                  protocol=resolver.rpc_layer or "grpc", start=True)
+    print(f"{role} {index} serving at {server.target}", flush=True)
+    server.join()
+    return 0
+
+
+# ----------------------------------------------------------------------------- train
+
+def checkpoint_dir(spec: PsTrainSpec) -> Path:
+    if spec.checkpoint_dir:
+        return Path(spec.checkpoint_dir)
+    out = Path(spec.out_dir)
+    return out.with_name(out.name + "_checkpoints")
+
+
+def _warm_start_path(path: str) -> str:
+    """The variables checkpoint inside a SavedModel (or an artifact dir holding one)."""
+    p = Path(path)
+    for cand in (p, p / SERVING_DIR):
+        if (cand / "variables" / "variables.index").exists():
+            return str(cand / "variables" / "variables")
+    raise FileNotFoundError(f"warm_start_from={path}: no SavedModel variables found "
+                            f"(looked for variables/variables.index in it and in {SERVING_DIR}/)")
+
+
+def run(spec: PsTrainSpec) -> dict:
+    """Train (cluster role from TF_CONFIG, else one process); the chief exports."""
+    role, _ = task_role()
+    if role in SERVER_ROLES:
+        # A pod/process started with the trainer's command but a server role serves.
+        serve()
+        return {}
+    if role not in (None, "chief"):
+        raise ValueError(f"unsupported TF_CONFIG task type {role!r}: expected chief, ps or worker")
+    return _train(spec, distributed=role == "chief")
+
+
+def _train(spec: PsTrainSpec, distributed: bool) -> dict:
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_transform as tft
+    from tensorflow_transform.keras_lib import tf_keras
+
+    from components import metrics
+    from components.common.atomic import atomic_dir, write_json
+    from components.ctr import features as F
+    from components.ctr.preprocess import EVAL_DIR, TRAIN_DIR, TRANSFORM_DIR
+    from components.ctr.transform import raw_feature_spec
+
+    cfg = _config(spec)
+    tf.random.set_seed(spec.seed)
+    pre = Path(spec.preprocess_dir)
+    if not (pre / TRANSFORM_DIR).exists():
+        raise FileNotFoundError(f"no tf.Transform output in {pre / TRANSFORM_DIR}")
+    tft_output = tft.TFTransformOutput(str(pre / TRANSFORM_DIR))
+    feature_spec = dict(tft_output.transformed_feature_spec())
+    train_pattern = str(pre / TRAIN_DIR / "*.tfrecord.gz")
+    eval_pattern = str(pre / EVAL_DIR / "*.tfrecord.gz")
+
+    started = time.time()
+    rows, click_rate, counts = _window_stats(train_pattern, feature_spec)
+    priors = _prior_weights(spec, cfg, counts)
+    total_steps = spec.epochs * -(-rows // spec.batch_size)
+    if spec.max_steps:
+        total_steps = min(total_steps, int(spec.max_steps))
+    base_rate = min(max(click_rate, 1e-4), 1 - 1e-4)
+
+    strategy = coordinator = None
+    if distributed:
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        num_ps = resolver.cluster_spec().num_tasks("ps")
+        num_workers = resolver.cluster_spec().num_tasks("worker")
+        if not num_ps or not num_workers:
+            raise ValueError(f"TF_CONFIG cluster needs ps and worker tasks: "
+                             f"{resolver.cluster_spec().as_dict()}")
+        partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
+            min_shard_bytes=spec.min_shard_bytes, max_shards=spec.max_shards or num_ps)
+        strategy = tf.distribute.ParameterServerStrategy(resolver, variable_partitioner=partitioner)
+        coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+        log.info("cluster: %d ps, %d workers; %d steps of %d rows, %d per remote call",
+                 num_ps, num_workers, total_steps, spec.batch_size, spec.steps_per_execution)
+    scope = strategy.scope() if strategy else _nullcontext()
+
+    with scope:
+        net = build_net(cfg, counts, base_rate)
+        if spec.lr_decay == "cosine":
+            lr = tf_keras.optimizers.schedules.CosineDecay(spec.learning_rate, total_steps,
+                                                           alpha=0.1)
+        else:
+            lr = spec.learning_rate
+        if spec.optimizer == "adam":
+            optimizer = tf_keras.optimizers.Adam(lr)
+        elif spec.optimizer == "adagrad":
+            optimizer = tf_keras.optimizers.Adagrad(lr)
+        else:
+            optimizer = tf_keras.optimizers.SGD(lr)
+        train_vars = _leaves(net)
+        optimizer.build(train_vars)
+        step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+    layout = shard_layout(net)
+    for name, shards in layout.items():
+        if len(shards) > 1 or name.startswith("emb/user"):
+            log.info("%s: %s", name, ", ".join(f"{s['shape']}@{s['device']}" for s in shards))
+
+    ckpt_dir = checkpoint_dir(spec)
+    ckpt = tf.train.Checkpoint(model=net, optimizer=optimizer, step=step_var)
+    manager = tf.train.CheckpointManager(ckpt, str(ckpt_dir), max_to_keep=2)
+    resumed_from = 0
+    warm_started = None
+    if manager.latest_checkpoint:
+        ckpt.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        resumed_from = int(step_var.numpy())
+        log.info("resumed from %s at step %d", manager.latest_checkpoint, resumed_from)
+    elif spec.warm_start_from:
+        # Only the learned parameters: today's counts, optimizer state and step start anew,
+        # and rows of IDs the previous model never saw are still at their initial values.
+        path = _warm_start_path(spec.warm_start_from)
+        view = tf.Module()              # the export's object path: root.model.params
+        view.model = tf.Module()
+        view.model.params = net.params
+        saved = [k for k in tf.train.load_checkpoint(path).get_variable_to_shape_map()
+                 if k.startswith("model/params/") and k.endswith("VARIABLE_VALUE")]
+        wanted = [n for n, _ in _named_variables(net) if not n.startswith("count/")]
+        if len(saved) != len(wanted):
+            raise ValueError(f"warm_start_from={spec.warm_start_from}: it holds {len(saved)} "
+                             f"model parameters, this model has {len(wanted)}: incompatible")
+        tf.train.Checkpoint(root=view).restore(path).expect_partial()
+        warm_started = path
+        log.info("warm start from %s", path)
+
+    def step_fn(features, labels):
+        with tf.GradientTape() as tape:
+            probs, penalty = net.forward(features, training=True)
+            loss = tf.reduce_mean(tf_keras.losses.binary_crossentropy(
+                labels[:, None], probs[:, None])) + penalty
+        grads = tape.gradient(loss, train_vars)
+        optimizer.apply_gradients(zip(grads, train_vars))
+        return loss
+
+    k = int(spec.steps_per_execution)
+
+    @tf.function
+    def train_chunk(iterator, n):
+        total = tf.constant(0.0)
+        for _ in tf.range(n):
+            features, labels = next(iterator)
+            if strategy is not None:
+                loss = strategy.run(step_fn, args=(features, labels))
+            else:
+                loss = step_fn(features, labels)
+            total += loss
+        return total / tf.cast(n, tf.float32)
+
+    ds_fn = _make_dataset_fn(train_pattern, feature_spec, spec.batch_size, priors,
+                             seed=None if distributed else spec.seed, repeat=True)
+    if coordinator is not None:
+        iterator = iter(coordinator.create_per_worker_dataset(ds_fn))
+    else:
+        iterator = iter(ds_fn())
+
+    losses: list[tuple[int, float]] = []   # (step at the end of the chunk, mean loss)
+    pending: list[tuple[int, object]] = []
+    step = resumed_from
+    every = spec.checkpoint_every_steps if spec.checkpoint_every_steps > 0 else None
+    next_ckpt = (step // every + 1) * every if every else total_steps
+    progress_file = ckpt_dir / PROGRESS_FILE
+    loop_started = time.time()
+    try:
+        while step < total_steps:
+            n = min(k, total_steps - step)
+            if coordinator is not None:
+                pending.append((step + n, coordinator.schedule(train_chunk,
+                                                               args=(iterator, tf.constant(n)))))
+            else:
+                losses.append((step + n, float(train_chunk(iterator, tf.constant(n)))))
+            step += n
+            if step >= next_ckpt or step >= total_steps:
+                if coordinator is not None:
+                    coordinator.join()
+                    losses += [(s, float(r.fetch())) for s, r in pending]
+                    pending = []
+                if every:
+                    step_var.assign(step)
+                    manager.save(checkpoint_number=step)
+                    next_ckpt += every
+                write_json(progress_file, {"step": step, "total_steps": total_steps,
+                                           "loss": losses[-1][1] if losses else None})
+                log.info("step %d/%d loss %.4f%s", step, total_steps,
+                         losses[-1][1] if losses else float("nan"),
+                         " (checkpoint saved)" if every else "")
+    except (tf.errors.UnavailableError, tf.errors.AbortedError,
+            tf.errors.CancelledError) as e:
+        raise RuntimeError(
+            f"cluster failed at about step {step}/{total_steps} (a parameter server is "
+            f"probably down; workers are restarted transparently): {type(e).__name__}: "
+            f"{str(e).splitlines()[0][:300]}. The last checkpoint is in {ckpt_dir} "
+            f"(step {int(_latest_step(manager))}); a retry resumes from it.") from e
+    loop_seconds = time.time() - loop_started
+    trained_steps = total_steps - resumed_from
+    examples_per_second = trained_steps * spec.batch_size / max(loop_seconds, 1e-9)
+    log.info("trained %d steps in %.1fs: %.0f examples/s", trained_steps, loop_seconds,
+             examples_per_second)
+
+    # In-cluster predictions on transformed features of the given raw rows (export check).
+    check = None
+    if spec.check_raw_rows:
+        raw = json.loads(Path(spec.check_raw_rows).read_text())
+        raw_spec = raw_feature_spec()
+        tft_layer_local = tft_output.transform_features_layer()
+        transformed = tft_layer_local({k: tf.constant(raw[k], dtype=raw_spec[k].dtype)
+                                       for k in raw_spec})
+        transformed = {k: v for k, v in transformed.items() if k != F.LABEL_KEY}
+
+        @tf.function
+        def predict_fn(feats):
+            if strategy is not None:
+                return strategy.run(lambda f: net.forward(f, training=False)[0], args=(feats,))
+            return net.forward(feats, training=False)[0]
+
+        if coordinator is not None:
+            in_cluster = coordinator.schedule(predict_fn, args=(transformed,)).fetch()
+        else:
+            in_cluster = predict_fn(transformed).numpy()
+        check = [float(x) for x in np.asarray(in_cluster).reshape(-1)]
+
+    summary = {
+        "trainer": "ps_train", "distributed": distributed,
+        "cluster": {"ps": num_ps, "workers": num_workers} if distributed else None,
+        "epochs": spec.epochs, "train_rows": rows, "train_click_rate": round(click_rate, 6),
+        "spec": dataclasses.asdict(spec),
+        "loop_seconds": round(loop_seconds, 2), "examples_per_second": round(examples_per_second, 1),
+        "total_steps": total_steps, "resumed_from_step": resumed_from,
+        "warm_started_from": warm_started, "checkpoint_dir": str(ckpt_dir),
+        "losses": [[s, round(x, 5)] for s, x in losses],
+        "shards": layout,
+        "serving_inputs": sorted(raw_feature_spec()),
+    }
+    result = {"artifact_dir": str(Path(spec.out_dir)), "total_steps": total_steps,
+              "resumed_from_step": resumed_from,
+              "examples_per_second": summary["examples_per_second"],
+              "checkpoint_dir": str(ckpt_dir)}
+    if not spec.export:
+        # No copy to the coordinator (a table may not fit there), so no evaluation either.
+        summary["train_seconds"] = round(time.time() - started, 1)
+        return {**result, "model_dir": None, "val_auc": None, "val_log_loss": None,
+                "train_seconds": summary["train_seconds"], "summary": summary}
+
+    # A plain copy of the model (no strategy): evaluated here and exported.
+    plain = build_net(cfg, None, base_rate)
+    for (name, src), (_, dst) in zip(_named_variables(net), _named_variables(plain)):
+        parts = list(getattr(src, "variables", [src]))
+        value = tf.concat([p.read_value() for p in parts], 0) if len(parts) > 1 else parts[0]
+        dst.assign(tf.convert_to_tensor(value))
+    train_seconds = time.time() - started
+
+    eval_ds = _make_dataset_fn(eval_pattern, feature_spec, 8192, {}, None, repeat=False)()
+    labels_all, probs_all = [], []
+    for feats, labels in eval_ds:
+        probs_all.append(plain(feats).numpy())
+        labels_all.append(labels.numpy())
+    val = {}
+    if labels_all:
+        y, p = np.concatenate(labels_all), np.concatenate(probs_all)
+        # Every learned term starts at zero, so the untrained model predicts the base rate.
+        val = {"val_auc": round(metrics.auc(y, p), 5), "val_log_loss": round(metrics.log_loss(y, p), 5),
+               "initial_val_log_loss": round(metrics.log_loss(y, np.full(len(y), base_rate)), 5),
+               "eval_rows": int(len(y))}
+    log.info("eval: %s", val)
+
+    summary.update({
+        "train_seconds": round(train_seconds, 1),
+        "initial_val_log_loss": val.get("initial_val_log_loss"),
+        "history": {"val_auc": [val.get("val_auc")], "val_log_loss": [val.get("val_log_loss")],
+                    "loss": [round(losses[-1][1], 5)] if losses else []},
+        "params": int(sum(np.prod(v.shape) for _, v in _named_variables(plain))),
+    })
+    result.update({"val_auc": val.get("val_auc"), "val_log_loss": val.get("val_log_loss"),
+                   "train_seconds": summary["train_seconds"]})
+
+    raw_spec = raw_feature_spec()
+    root = tf.Module()
+    root.model = plain
+    root.tft_layer = tft_output.transform_features_layer()
+
+    @tf.function(input_signature=[{k: tf.TensorSpec([None], v.dtype, name=k)
+                                   for k, v in raw_spec.items()}])
+    def serve_fn(raw_features):
+        transformed = root.tft_layer(raw_features)
+        transformed.pop(F.LABEL_KEY, None)
+        return {"p_click": root.model(transformed)}
+
+    out = Path(spec.out_dir)
+    with atomic_dir(out) as tmp:
+        tf.saved_model.save(root, str(tmp / SERVING_DIR),
+                            signatures={"serving_default": serve_fn.get_concrete_function()})
+        if not (tmp / SERVING_DIR / "saved_model.pb").exists():
+            raise RuntimeError("export wrote no saved_model.pb")
+        write_json(tmp / SUMMARY_FILE, summary)
+        if check is not None:
+            write_json(tmp / CHECK_FILE, {"rows": spec.check_raw_rows, "p_click": check})
+    log.info("exported %s", out / SERVING_DIR)
+    return {**result, "model_dir": str(out / SERVING_DIR)}
+
+
+def _latest_step(manager) -> int:
+    path = manager.latest_checkpoint
+    return int(path.rsplit("-", 1)[-1]) if path else 0
+
+
+class _nullcontext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+if __name__ == "__main__":
+    if "--serve" in sys.argv[1:]:
+        if "-h" in sys.argv or "--help" in sys.argv:
+            print(__doc__)
+            sys.exit(0)
+        sys.exit(serve())
+    sys.exit(main(PsTrainSpec, run, description=(
+        "Train the CTR model with ParameterServerStrategy when TF_CONFIG names a chief "
+        "(ps/worker roles serve; add --serve to start only a server), else in one process.")))

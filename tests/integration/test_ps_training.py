@@ -1,0 +1,245 @@
+"""Parameter-server training on a real local cluster: separate ps, worker and chief
+processes on 127.0.0.1, started by components.ctr.cluster on the tiny session span.
+
+Covers what a mock could not: the embedding tables really sharded over two parameter
+servers, the export from the chief equal to the in-cluster model, a SIGKILLed worker
+restarted while training completes, a killed parameter server failing the run clearly
+and the retry resuming from the checkpoint, and a table bigger than one server's memory
+limit training when split over enough servers.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.integration
+
+# Fixtures home, span_dir, preprocessed: tests/integration/conftest.py (2-day window,
+# ~7k training rows). Small batches so a short run still has many steps.
+BASE = {"batch_size": 256, "epochs": 2, "steps_per_execution": 4}
+
+
+def _train_spec(preprocessed, tmp_path, **kw) -> dict:
+    return {"preprocess_dir": preprocessed["output_dir"], "out_dir": str(tmp_path / "model"),
+            **BASE, **kw}
+
+
+def _in_thread(fn):
+    """Run fn in a thread; return (thread, box) where box holds its result or error."""
+    box = {}
+
+    def target():
+        try:
+            box["result"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            box["error"] = e
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    return t, box
+
+
+def _wait_for(predicate, timeout: float, what: str):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def _progress(ckpt_dir: Path) -> int:
+    try:
+        return json.loads((ckpt_dir / "progress.json").read_text())["step"]
+    except (FileNotFoundError, ValueError, KeyError):
+        return 0
+
+
+def _pid(status_file: Path, name: str) -> int | None:
+    try:
+        return json.loads(status_file.read_text())["pids"].get(name)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def test_two_ps_two_workers_shard_tables_and_export_matches(preprocessed, span_dir, tmp_path):
+    from components.ctr import rawdata
+    from components.ctr.cluster import ClusterSpec, run
+
+    raw = rawdata.to_raw_features(rawdata.read_eval_rows(span_dir, 25).slice(0, 64))
+    rows_file = tmp_path / "rows.json"
+    rows_file.write_text(json.dumps({k: v.tolist() for k, v in raw.items()}))
+    result = run(ClusterSpec(train=_train_spec(preprocessed, tmp_path,
+                                               check_raw_rows=str(rows_file)),
+                             num_ps=2, num_workers=2))
+    summary = json.loads((tmp_path / "model" / "train_summary.json").read_text())
+
+    # Loss falls: the eval log loss ends below the untrained model's (which predicts the
+    # training click rate for every row: all learned terms start at zero). The training
+    # loss per 4-step chunk is recorded too, but on ~7k rows it is too noisy to compare.
+    assert len(summary["losses"]) == math.ceil(summary["total_steps"] / 4)
+    assert result["val_log_loss"] < summary["initial_val_log_loss"] - 0.001, summary
+
+    # The big ID tables are split over both parameter servers (and their shards add up).
+    for table in ("bias/user_id", "bias/item_id"):
+        shards = summary["shards"][table]
+        devices = {s["device"].split("/device:")[0] for s in shards}
+        assert devices == {"/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1"}, shards
+        assert sum(s["shape"][0] for s in shards) == \
+            summary["shards"][table][0]["shape"][0] + shards[1]["shape"][0]
+    user_rows = sum(s["shape"][0] for s in summary["shards"]["bias/user_id"])
+    from components.ctr import features as F
+    assert user_rows == F.categorical_size("user_id")
+    assert summary["cluster"] == {"ps": 2, "workers": 2}
+
+    # The chief's export, fed RAW rows, equals the in-cluster model on transformed rows.
+    in_cluster = json.loads((tmp_path / "model" / "in_training_predictions.json").read_text())
+    exported = rawdata.predict(result["model_dir"], raw)
+    np.testing.assert_allclose(exported, in_cluster["p_click"], rtol=1e-5, atol=1e-6)
+    assert result["val_auc"] > 0.6
+    assert set(result["cluster"]["peak_rss_mb"]) == {"ps/0", "ps/1", "worker/0", "worker/1",
+                                                     "chief"}
+
+
+def test_sigkilled_worker_is_restarted_and_training_completes(preprocessed, tmp_path):
+    from components.ctr.cluster import ClusterSpec, run
+
+    status = tmp_path / "status.json"
+    spec = ClusterSpec(train=_train_spec(preprocessed, tmp_path, epochs=4,
+                                         checkpoint_every_steps=8, export=False),
+                       num_ps=1, num_workers=2, status_file=str(status))
+    ckpt = tmp_path / "model_checkpoints"
+    thread, box = _in_thread(lambda: run(spec))
+    _wait_for(lambda: _progress(ckpt) >= 8, 240, "training to pass step 8")
+    pid = _pid(status, "worker/0")
+    os.kill(pid, signal.SIGKILL)
+    print(f"SIGKILLed worker/0 (pid {pid}) at step {_progress(ckpt)}")
+    thread.join(300)
+    assert not thread.is_alive()
+    assert "error" not in box, box.get("error")
+    result = box["result"]
+    assert result["cluster"]["worker_restarts"] == {"worker/0": 1}
+    assert _progress(ckpt) == result["total_steps"] == 4 * math.ceil(
+        preprocessed["rows_train"] / 256)
+
+
+def test_killed_ps_fails_clearly_and_retry_resumes_from_checkpoint(preprocessed, tmp_path):
+    from components.ctr.cluster import ClusterFailed, ClusterSpec, run
+
+    status = tmp_path / "status.json"
+    ckpt = tmp_path / "model_checkpoints"
+    spec = ClusterSpec(train=_train_spec(preprocessed, tmp_path, epochs=4,
+                                         checkpoint_every_steps=8, export=False),
+                       num_ps=2, num_workers=1, status_file=str(status), ps_failure_grace_s=30)
+    thread, box = _in_thread(lambda: run(spec))
+    _wait_for(lambda: _progress(ckpt) >= 16, 240, "training to pass step 16")
+    os.kill(_pid(status, "ps/1"), signal.SIGKILL)
+    killed_at = _progress(ckpt)
+    thread.join(300)
+    assert not thread.is_alive()
+    error = box.get("error")
+    assert isinstance(error, ClusterFailed), box
+    assert "parameter server ps/1 died" in str(error)
+    saved = _progress(ckpt)
+    assert saved >= killed_at >= 16
+
+    # The task retry: same spec, fresh cluster; resumes where the last checkpoint was.
+    result = run(spec)
+    assert result["resumed_from_step"] == saved
+    assert _progress(ckpt) == result["total_steps"] > saved
+
+
+def test_table_bigger_than_one_ps_memory_limit_trains_when_split(preprocessed, tmp_path):
+    """A 2M x 192 float32 table (1536 MB) against a 1400 MB limit on each parameter server's
+    private memory (the launcher SIGKILLs a ps above it, like an OOM killer). One server
+    would need the whole table plus its ~330 MB TensorFlow runtime. Measured here: a ps
+    peaks at about its runtime + 3.3x its share of the table (copies made while variables
+    are created and first read sparsely; the first server a bit more), so eight servers
+    (two 96 MB shards each) fit."""
+    from components.ctr.cluster import ClusterSpec, run
+
+    rows, dim, limit_mb, num_ps = 2**21, 192, 1400, 8
+    table_mb = rows * dim * 4 / 2**20
+    spec = ClusterSpec(
+        train=_train_spec(preprocessed, tmp_path, epochs=1, max_steps=8, export=False,
+                          optimizer="sgd", deep_fields=["user_id", "device"],
+                          embedding_dims={"user_id": dim}, table_rows={"user_id": rows},
+                          embedding_init="zeros", checkpoint_every_steps=0,
+                          min_shard_bytes=32 << 20, max_shards=2 * num_ps),
+        num_ps=num_ps, num_workers=1, ps_memory_limit_mb=limit_mb)
+    result = run(spec)
+    peaks = result["cluster"]["peak_private_mb"]
+    print(f"\nembedding table emb/user_id: {rows:,} x {dim} float32 = {table_mb:.0f} MB over "
+          f"{num_ps} ps; per-ps private-memory limit {limit_mb} MB; peak private memory per "
+          f"process (MB): {peaks}; peak total RSS incl. shared libraries (MB): "
+          f"{result['cluster']['peak_rss_mb']}")
+    assert table_mb > limit_mb
+    assert all(table_mb / num_ps < peaks[f"ps/{i}"] < limit_mb for i in range(num_ps)), peaks
+    shards = result["summary"]["shards"]["emb/user_id"]
+    assert len(shards) == 2 * num_ps
+    assert {s["device"].split("/device:")[0] for s in shards} == {
+        f"/job:ps/replica:0/task:{i}" for i in range(num_ps)}
+    assert result["total_steps"] == 8
+
+
+def test_warm_start_beats_cold_start_on_the_same_budget(preprocessed, tmp_path):
+    """Same trainer without TF_CONFIG (one process, in this one): a model warm-started
+    from a previous export, then given 3 steps, beats a cold start given the same 3 steps."""
+    from components.ctr.ps_train import PsTrainSpec, run
+
+    pre = preprocessed["output_dir"]
+    previous = run(PsTrainSpec(preprocess_dir=pre, out_dir=str(tmp_path / "previous"),
+                               batch_size=256, epochs=1))
+    budget = dict(preprocess_dir=pre, batch_size=256, max_steps=3)
+    cold = run(PsTrainSpec(out_dir=str(tmp_path / "cold"), **budget))
+    warm = run(PsTrainSpec(out_dir=str(tmp_path / "warm"), warm_start_from=previous["model_dir"],
+                           **budget))
+    print(f"\nval log loss / AUC: previous {previous['val_log_loss']} / {previous['val_auc']}; "
+          f"cold {cold['val_log_loss']} / {cold['val_auc']}; warm {warm['val_log_loss']} / "
+          f"{warm['val_auc']} (3 steps each)")
+    assert warm["val_log_loss"] < cold["val_log_loss"]
+    assert warm["val_auc"] > cold["val_auc"]
+    with pytest.raises(FileNotFoundError, match="no SavedModel variables"):
+        run(PsTrainSpec(out_dir=str(tmp_path / "bad"), warm_start_from=str(tmp_path), **budget))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")      # a zombie has exited; only its parent may reap it
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_killing_the_launcher_leaves_no_orphans(preprocessed, tmp_path, sig):
+    """What Airflow does to a killed task (SIGTERM to the launcher's group), and the worst
+    case (SIGKILL, no cleanup code runs): every ps, worker and chief process goes too."""
+    import subprocess
+    import sys
+
+    status = tmp_path / "status.json"
+    spec = {"train": _train_spec(preprocessed, tmp_path), "num_ps": 2, "num_workers": 2,
+            "status_file": str(status)}
+    launcher = subprocess.Popen([sys.executable, "-m", "components.ctr.cluster", "--spec",
+                                 json.dumps(spec)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        pids = _wait_for(lambda: status.exists() and json.loads(status.read_text())["pids"],
+                         60, "the cluster to start")
+        assert len(pids) == 5 and all(_alive(p) for p in pids.values())
+        os.killpg(launcher.pid, sig)
+        launcher.wait(30)
+        _wait_for(lambda: not any(_alive(p) for p in pids.values()), 20,
+                  f"every cluster process to exit after {sig.name} to the launcher")
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
