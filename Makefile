@@ -44,11 +44,12 @@ $(VENV)/.synced: requirements.lock requirements-nodeps.txt pyproject.toml | $(UV
 test: venv
 	$(PY) -m pytest -q tests
 
-## airflow-init: (re)migrate the project-local Airflow metadata DB (SQLite)
+## airflow-init: (re)migrate the project-local Airflow metadata DB (SQLite) and create the pools
 airflow-init: venv
-	$(AIRFLOW_ENV) mkdir -p "$$AIRFLOW_HOME" && airflow db migrate && touch "$$AIRFLOW_HOME/.migrated"
+	$(AIRFLOW_ENV) mkdir -p "$$AIRFLOW_HOME" && airflow db migrate \
+	  && airflow pools import scripts/pools.json && touch "$$AIRFLOW_HOME/.migrated"
 
-$(AIRFLOW_STAMP): $(VENV)/.synced
+$(AIRFLOW_STAMP): $(VENV)/.synced scripts/pools.json
 	$(MAKE) airflow-init
 
 ## ui: Airflow UI + REST API on http://127.0.0.1:8080 (user admin, password printed), foreground

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from components.common import lineage
 from components.common.atomic import read_json, write_json
 from components.common.launch import StepFailed, run_step
 from components.common.version import code_version
@@ -21,9 +22,15 @@ SUMMARY_FILE = "run_summary.json"
 def publish_if_blessed(*, model_name: str, registry_root: str, run_dir: str, dag_id: str,
                        run_id: str, span: str, span_dir: str, validation: dict,
                        preprocessed: dict, trained: dict, evaluation: dict,
-                       shadow: bool = False) -> dict:
+                       shadow: bool = False,
+                       serving_check_module: str = "components.serving_check",
+                       extra_metadata: dict | None = None) -> dict:
     """Returns the run summary; `summary["published"]` is None when nothing was published
-    (rejected by the gate, or a shadow run, which never publishes)."""
+    (rejected by the gate, or a shadow run, which never publishes).
+
+    `serving_check_module`: the family's serving check step (same spec fields: model_dir,
+    eval_dir, out_dir); `extra_metadata`: more keys for the registry entry (for example
+    the text family's label names)."""
     summary = {"dag_id": dag_id, "run_id": run_id, "span": span, "validation": validation,
                "preprocess": preprocessed, "train": trained, "evaluation": evaluation,
                "code_version": code_version(), "published": None, "shadow": shadow}
@@ -32,7 +39,7 @@ def publish_if_blessed(*, model_name: str, registry_root: str, run_dir: str, dag
         write_json(summary_path, summary)
         return summary
     try:
-        check = run_step("components.serving_check", {
+        check = run_step(serving_check_module, {
             "model_dir": trained["model_dir"],
             "eval_dir": str(Path(evaluation["eval_uri"]).parent),
             "out_dir": f"{run_dir}/serving_check"})
@@ -44,7 +51,8 @@ def publish_if_blessed(*, model_name: str, registry_root: str, run_dir: str, dag
                                 "max_abs_diff": check["max_abs_diff"],
                                 "uri": check.get("result_uri")}
     report = read_json(evaluation["eval_uri"])
-    meta = Registry(registry_root).publish(trained["model_dir"], model_name, {
+    registry = Registry(registry_root)
+    meta = registry.publish(trained["model_dir"], model_name, {
         "metrics": report["candidate"], "baseline_metrics": report["baseline"],
         "data_span": span, "run_id": run_id, "dag_id": dag_id,
         "code_version": summary["code_version"], "gate": report["decision"],
@@ -52,7 +60,24 @@ def publish_if_blessed(*, model_name: str, registry_root: str, run_dir: str, dag
         "serving_check": summary["serving_check"],
         "report_uri": evaluation.get("report_uri"),
         "inputs": {"raw_span": span_dir, "preprocess": preprocessed["output_dir"],
-                   "validation": validation.get("report")}})
+                   "validation": validation.get("report")},
+        "validation_gate": {"outcome": validation.get("gate"),
+                            "override_reason": validation.get("override_reason")},
+        "run_dir": run_dir, "fingerprint": (trained.get("artifact") or {}).get("fingerprint"),
+        # A copy of the run's lineage, so the chain survives clean-up of old run folders.
+        "lineage": lineage.read_records(run_dir), **(extra_metadata or {})})
+    lineage.record(run_dir, {
+        "name": "publish", "type": "registered_model",
+        "uri": str(registry.model_path(model_name, meta["version"])),
+        "fingerprint": lineage.fingerprint([model_name, meta["version"], meta.get("fingerprint")]),
+        "producer": lineage.producer(),
+        "inputs": [a for a in (trained.get("artifact"), evaluation.get("artifact"),
+                               validation.get("artifact")) if a],
+        "figures": {"model": model_name, "version": meta["version"], "stage": meta["stage"]},
+        "code_version": summary["code_version"]})
+    lineage.report_to_airflow(
+        [a["uri"] for a in (trained.get("artifact"), evaluation.get("artifact")) if a],
+        [str(registry.model_path(model_name, meta["version"]))])
     summary["published"] = {"version": meta["version"], "stage": meta["stage"],
                             "auc": report["candidate"]["auc"],
                             "log_loss": report["candidate"]["log_loss"]}

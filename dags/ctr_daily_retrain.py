@@ -15,7 +15,15 @@ from airflow.sdk import Asset, Param, dag, task
 
 MODEL_NAME = "ctr"
 CTR_MODEL = Asset(name="ctr_model", uri="file:///retrain/registry/ctr")
+# Pools from scripts/pools.json; backfill runs' heavy tasks are moved to a one-slot pool
+# of their own by retrain.airflow_policy, so they never starve the daily run.
+HEAVY_POOL = "retrain_heavy"
+# Parameter-server trainings (a GPU pool in production) are capped by their own pool.
+TRAINING_POOL = "gpu_training"
 DEFAULT_HOME = Path(__file__).resolve().parents[1] / "var"
+# Seconds between two looks for the span's _SUCCESS marker (reschedule mode: no worker
+# slot is held in between). An environment setting so tests can poke every second.
+SPAN_POKE_SECONDS = float(os.environ.get("RETRAIN_SPAN_POKE_SECONDS", "300"))
 
 
 def _home() -> Path:
@@ -49,6 +57,19 @@ def _home() -> Path:
         "force_bless_reason": Param(None, type=["null", "string"],
                                     description="Publish even if the gate rejects; "
                                                 "the reason is recorded in the registry."),
+        "override_validation_reason": Param(
+            None, type=["null", "string"], minLength=1,
+            description="Let a span that fails data validation through anyway; the reason "
+                        "and the failed rules are recorded in the run's validation.json "
+                        "and run_summary.json. Empty: failed validation stops the run."),
+        "ps_count": Param(1, type="integer", minimum=1, maximum=64,
+                          description="Parameter servers of the training cluster "
+                                      "(the ID embedding tables are split over them)."),
+        "worker_count": Param(1, type="integer", minimum=1, maximum=256,
+                              description="Training workers (GPU workers in production)."),
+        "span_timeout_minutes": Param(
+            720, type="number", minimum=0,
+            description="How long to wait for the span's _SUCCESS marker before failing."),
     },
 )
 def ctr_daily_retrain():
@@ -67,42 +88,114 @@ def ctr_daily_retrain():
                 "run_dir": str(run_dir),
                 "shadow": is_shadow(params.get("shadow"), getattr(dag_run, "run_type", None))}
 
-    @task
-    def validate(ctx: dict) -> dict:
-        from components.common.launch import run_step
-        return run_step("components.validate", {
-            "span_dir": ctx["span_dir"], "out_dir": f"{ctx['run_dir']}/validation"})
+    @task.sensor(mode="reschedule", poke_interval=SPAN_POKE_SECONDS,
+                 timeout=dt.timedelta(days=7))
+    def wait_for_span(ctx: dict, params=None, ti=None, **context) -> bool:
+        """Wait (holding no worker slot) for the producer's _SUCCESS marker of the span.
+        The timeout is the `span_timeout_minutes` param (AirflowSensorTimeout: no retry)."""
+        from airflow.sdk import timezone
+        from airflow.sdk.exceptions import AirflowSensorTimeout
+
+        marker = Path(ctx["span_dir"]) / "_SUCCESS"
+        if marker.exists():
+            return True
+        first = ti.get_first_reschedule_date(context) or timezone.utcnow()
+        waited = (timezone.utcnow() - first).total_seconds()
+        limit = float(params["span_timeout_minutes"]) * 60
+        if waited >= limit:
+            raise AirflowSensorTimeout(
+                f"span {ctx['span']} not delivered: no {marker} after waiting "
+                f"{waited / 60:.1f} min (span_timeout_minutes={params['span_timeout_minutes']}). "
+                "Check the upstream export of that day, then clear this task to wait again.")
+        return False
 
     @task
+    def validate(ctx: dict, params=None) -> dict:
+        """Statistics + GX suites; fails (and quarantines the span) on an error rule."""
+        import logging
+
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from components.common.launch import StepFailed
+        from components.common.lineage import raw_span_ref, run_tracked
+        try:
+            # Never reused: the verdict also depends on the history of earlier spans.
+            result = run_tracked("validate", "components.validate", {
+                "span_dir": ctx["span_dir"], "out_dir": f"{ctx['run_dir']}/validation",
+                "history_root": f"{ctx['home']}/runs/{MODEL_NAME}",
+                "quarantine_dir": f"{ctx['home']}/quarantine/{MODEL_NAME}",
+                "run_id": ctx["run_id"],
+                "override_reason": params.get("override_validation_reason")},
+                home=ctx["home"], family=MODEL_NAME, run_dir=ctx["run_dir"],
+                inputs=[raw_span_ref(ctx["span_dir"])], uri_key="uri",
+                artifact_type="validation_report", reuse=False,
+                figures=("rows", "n_failed", "gate", "data_docs"))
+        except StepFailed as e:
+            if "ValidationFailed:" in str(e):  # bad data is not transient: no retry
+                raise AirflowFailException(str(e)) from None
+            raise
+        log = logging.getLogger("retrain.dag")
+        log.info("Data Docs of this validation: %s", result.get("data_docs"))
+        if result.get("gate") == "overridden":
+            log.warning("validation failed %s error rule(s) and was overridden: %s",
+                        result["n_failed"], result["override_reason"])
+        return result
+
+    @task(pool=HEAVY_POOL)
     def preprocess(ctx: dict, validation: dict, params=None) -> dict:
-        from components.common.launch import run_step
-        return run_step("components.ctr.preprocess", {
-            "raw_root": ctx["raw_root"], "span": ctx["span"],
-            "output_dir": f"{ctx['run_dir']}/preprocess",
-            "window_days": params["window_days"], "eval_percent": params["eval_percent"]})
+        """Beam + tf.Transform over the window; reused when inputs, code and params match."""
+        from components.common.lineage import raw_span_refs, run_tracked
+        return run_tracked(
+            "preprocess", "components.ctr.preprocess", {
+                "raw_root": ctx["raw_root"], "span": ctx["span"],
+                "output_dir": f"{ctx['run_dir']}/preprocess",
+                "window_days": params["window_days"], "eval_percent": params["eval_percent"]},
+            home=ctx["home"], family=MODEL_NAME, run_dir=ctx["run_dir"],
+            inputs=raw_span_refs(ctx["home"], MODEL_NAME, ctx["span"], params["window_days"]),
+            uri_key="output_dir", artifact_type="transformed_examples",
+            figures=("rows_in", "rows_train", "rows_eval", "window", "seconds"))
 
-    @task
+    @task(pool=TRAINING_POOL)
     def train(ctx: dict, preprocessed: dict, params=None) -> dict:
-        from components.common.launch import run_step
-        spec = {"preprocess_dir": preprocessed["output_dir"], "out_dir": f"{ctx['run_dir']}/model"}
-        if params.get("epochs"):
-            spec["epochs"] = params["epochs"]
-        return run_step("components.ctr.train", spec)
+        """Parameter-server training on a local cluster (ps_count parameter servers,
+        worker_count workers, a coordinator); a retry resumes from its checkpoints.
+        Reused when inputs, code and params match."""
+        from components.common.lineage import run_tracked
+        train_spec = {"epochs": params["epochs"]} if params.get("epochs") else {}
+        return run_tracked(
+            "train", "components.ctr.cluster",
+            {"preprocess_dir": preprocessed["output_dir"], "out_dir": f"{ctx['run_dir']}/model",
+             "train": train_spec, "num_ps": params["ps_count"],
+             "num_workers": params["worker_count"]},
+            home=ctx["home"], family=MODEL_NAME, run_dir=ctx["run_dir"],
+            inputs=[preprocessed["artifact"]], uri_key="model_dir", artifact_type="model",
+            figures=("val_auc", "val_log_loss", "train_seconds"))
 
-    @task
+    @task(pool=HEAVY_POOL)
     def evaluate(ctx: dict, trained: dict, params=None) -> dict:
-        from components.common.launch import run_step
+        from components.common.lineage import raw_span_ref, run_tracked
         from components.registry import Registry
 
         registry = Registry(Path(ctx["home"]) / "registry")
         current = registry.current(MODEL_NAME)
         baseline = str(registry.model_path(MODEL_NAME, current["version"])) if current else None
-        result = run_step("components.ctr.evaluate", {
-            "span_dir": ctx["span_dir"], "candidate_model_dir": trained["model_dir"],
-            "baseline_model_dir": baseline, "out_dir": f"{ctx['run_dir']}/evaluation",
-            "eval_percent": params["eval_percent"], "min_auc": params["min_auc"],
-            "force_reason": params.get("force_bless_reason"),
-            "registry_root": str(registry.root), "model_name": MODEL_NAME})
+        inputs = [raw_span_ref(ctx["span_dir"])]
+        if trained.get("artifact"):
+            inputs.append(trained["artifact"])
+        if current:
+            inputs.append({"name": f"{MODEL_NAME}-v{current['version']}", "type": "published_model",
+                           "uri": baseline, "fingerprint": current.get("fingerprint") or baseline})
+        # Always recomputed: the verdict depends on what is published right now.
+        result = run_tracked(
+            "evaluate", "components.ctr.evaluate", {
+                "span_dir": ctx["span_dir"], "candidate_model_dir": trained["model_dir"],
+                "baseline_model_dir": baseline, "out_dir": f"{ctx['run_dir']}/evaluation",
+                "eval_percent": params["eval_percent"], "min_auc": params["min_auc"],
+                "force_reason": params.get("force_bless_reason"),
+                "registry_root": str(registry.root), "model_name": MODEL_NAME},
+            home=ctx["home"], family=MODEL_NAME, run_dir=ctx["run_dir"], inputs=inputs,
+            uri_key="eval_uri", artifact_type="evaluation", reuse=False,
+            figures=("blessed", "candidate", "baseline", "bayes_optimal", "rows", "report_uri"))
         result["baseline_version"] = current and current["version"]
         return result
 
@@ -136,6 +229,7 @@ def ctr_daily_retrain():
 
     ctx = resolve_span()
     checked = validate(ctx)
+    wait_for_span(ctx) >> checked
     pre = preprocess(ctx, checked)
     model = train(ctx, pre)
     evaluation = evaluate(ctx, model)

@@ -13,6 +13,7 @@ import sys
 COMMANDS = [
     "components.ctr.generate",
     "components.registry",
+    "retrain.lineage",
     "retrain.demo",
 ]
 

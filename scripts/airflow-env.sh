@@ -22,11 +22,31 @@ export AIRFLOW__CORE__PARALLELISM="${AIRFLOW__CORE__PARALLELISM:-4}"
 # UI / REST API only on loopback (the default host is 0.0.0.0).
 export AIRFLOW__API__HOST=127.0.0.1
 export AIRFLOW__API__PORT="${AIRFLOW__API__PORT:-8080}"
+# Task processes talk to the API server's execution API; its default URL assumes port
+# 8080 on localhost, so derive it from the host and port above.
+export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="${AIRFLOW__CORE__EXECUTION_API_SERVER_URL:-http://${AIRFLOW__API__HOST}:${AIRFLOW__API__PORT}/execution/}"
 # SimpleAuthManager: one fixed admin user; its password lives in this JSON file
 # ({"admin": "<password>"}); scripts/airflow-ui.sh writes it before the first start.
 export AIRFLOW__CORE__AUTH_MANAGER=airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=admin:admin
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE="$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated"
+# OpenLineage (apache-airflow-providers-openlineage): every task's START/COMPLETE event with
+# its input and output artifacts. Default: appended as JSON lines to a local file;
+# RETRAIN_OPENLINEAGE_URL (e.g. a Marquez at http://127.0.0.1:5000) sends them there instead.
+# An AIRFLOW__OPENLINEAGE__TRANSPORT set by the caller wins over both.
+export AIRFLOW__OPENLINEAGE__NAMESPACE="${AIRFLOW__OPENLINEAGE__NAMESPACE:-retrain}"
+if [ -z "${AIRFLOW__OPENLINEAGE__TRANSPORT:-}" ]; then
+  if [ -n "${RETRAIN_OPENLINEAGE_URL:-}" ]; then
+    export AIRFLOW__OPENLINEAGE__TRANSPORT="{\"type\": \"http\", \"url\": \"$RETRAIN_OPENLINEAGE_URL\"}"
+  else
+    mkdir -p "$AIRFLOW_HOME/openlineage"
+    export AIRFLOW__OPENLINEAGE__TRANSPORT="{\"type\": \"file\", \"log_file_path\": \"$AIRFLOW_HOME/openlineage/events.jsonl\", \"append\": true}"
+  fi
+fi
+# Cluster policy (backfills' heavy tasks in their own pool): Airflow imports
+# airflow_local_settings from $AIRFLOW_HOME/config.
+mkdir -p "$AIRFLOW_HOME/config"
+ln -sf "$_retrain_root/scripts/airflow_local_settings.py" "$AIRFLOW_HOME/config/airflow_local_settings.py"
 # `airflow standalone` starts its components as `airflow <component>` looked up on PATH.
 case "${VENV:-.venv}" in
   /*) export PATH="${VENV}/bin:$PATH" ;;

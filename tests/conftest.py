@@ -17,6 +17,7 @@ touch Airflow pay nothing (not even `import airflow`, about 1.5-5 s).
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -55,7 +56,13 @@ _AIRFLOW_ENV = {
     "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
     # dag.test() runs tasks in-process; keep the (unused) executor small anyway.
     "AIRFLOW__CORE__PARALLELISM": "4",
+    # OpenLineage events of every dag.test() task, as in scripts/airflow-env.sh.
+    "AIRFLOW__OPENLINEAGE__NAMESPACE": "retrain",
+    "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({
+        "type": "file", "append": True,
+        "log_file_path": str(_AIRFLOW_HOME / "openlineage-events.jsonl")}),
 }
+OPENLINEAGE_EVENTS = _AIRFLOW_HOME / "openlineage-events.jsonl"
 # Airflow may already be imported if a plugin pulled it in before this conftest: then its
 # configuration points elsewhere and the fixture below refuses to run (see _check_config).
 _AIRFLOW_IMPORTED_EARLY = "airflow" in sys.modules

@@ -164,6 +164,9 @@ def run_tracked(name: str, module: str, spec: dict, *, home: str, family: str, r
         from components.common.launch import run_step as runner
     fp = step_fingerprint(module, spec, inputs, run_dir)
     entry = _cache_entry(home, family, name, fp)
+    for i in inputs:
+        log.info("%s: reads %s %s (fingerprint %s)", name, i.get("type"), i.get("uri"),
+                 i.get("fingerprint"))
     hit = _reusable(entry) if reuse else None
     if hit:
         log.info("%s: reusing %s (fingerprint %s, made by %s); inputs, code and parameters "

@@ -14,13 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from components.common import lineage, paths
 from components.ctr.generate import GenerateSpec, run as generate
 from components.registry import Registry
+from retrain.lineage import chain, render
 
 pytestmark = pytest.mark.integration
 
 UTC = dt.timezone.utc
-TASKS = {"resolve_span", "validate", "preprocess", "train", "evaluate", "push"}
+TASKS = {"resolve_span", "wait_for_span", "validate", "preprocess", "train", "evaluate",
+         "push"}
 
 
 DAGS_FOLDER = Path(__file__).resolve().parents[2] / "dags"
@@ -48,6 +51,32 @@ def retrain_home(tmp_path_factory):
         os.environ.pop("RETRAIN_HOME", None)
     else:
         os.environ["RETRAIN_HOME"] = old
+
+
+def _walk(node: dict):
+    yield node
+    for child in node.get("inputs", []):
+        yield from _walk(child)
+
+
+def _openlineage_chain(dataset: str, run_id: str) -> set[str]:
+    """Dataset names reachable upstream of `dataset` through the COMPLETE events of one
+    DAG run's tasks (each task's outputs lead to its inputs)."""
+    transport = json.loads(os.environ["AIRFLOW__OPENLINEAGE__TRANSPORT"])
+    events = [json.loads(line) for line in Path(transport["log_file_path"]).read_text().splitlines()]
+    tasks = [e for e in events if e["eventType"] == "COMPLETE"
+             and e["run"]["facets"].get("airflow", {}).get("dagRun", {}).get("run_id") == run_id
+             and e["run"]["facets"]["airflow"].get("task")]
+    reached, todo = set(), [dataset]
+    while todo:
+        name = todo.pop()
+        for event in tasks:
+            if name in {d["name"] for d in event["outputs"]}:
+                for d in event["inputs"]:
+                    if d["name"] not in reached:
+                        reached.add(d["name"])
+                        todo.append(d["name"])
+    return reached
 
 
 def _states(dag_run) -> dict[str, str]:
@@ -107,6 +136,34 @@ def test_two_daily_runs_publish_and_compare(airflow_home, retrain_home):
     assert current["gate"]["force_reason"] == "integration test: operator override"
     assert registry.get("ctr", 1)["stage"] == "archived"
     assert registry.check("ctr") == []
+
+    # The forced run re-ran span 2026-11-03 with the rejected run's inputs, code and
+    # parameters (min_auc only matters to the gate): its Beam and training outputs were
+    # reused, not recomputed, and the lineage says whose they are.
+    records = lineage.read_records(paths.run_dir(retrain_home, "ctr", dt.date(2026, 11, 3),
+                                                 forced.run_id))
+    for step in ("preprocess", "train"):
+        assert records[step]["reused"] is True, step
+        assert records[step]["producer"]["run_id"] == rejected.run_id, step
+        assert records[step]["recorded_by"]["run_id"] == forced.run_id, step
+    assert records["evaluate"]["reused"] is False            # the verdict is always fresh
+    assert records["publish"]["figures"]["version"] == 2
+
+    # `retrain lineage ctr`: from the serving version back to the raw partitions.
+    tree = chain(registry, "ctr")
+    nodes = list(_walk(tree))
+    raw = {n["name"] for n in nodes if n.get("type") == "raw_span"}
+    assert raw == {"dt=2026-11-02", "dt=2026-11-03"}
+    assert {n["producer"]["run_id"] for n in nodes if n.get("type") == "model"} == {rejected.run_id}
+    text = render(tree)
+    for needle in (forced.run_id, rejected.run_id, current["code_version"], "dt=2026-11-02",
+                   records["preprocess"]["fingerprint"]):
+        assert needle in text, needle
+
+    # The same chain in the OpenLineage events (file transport, set in tests/conftest.py).
+    reached = _openlineage_chain(str(registry.model_path("ctr", 2)), forced.run_id)
+    assert {Path(p).name for p in reached} >= {"dt=2026-11-02", "dt=2026-11-03",
+                                                "preprocess", "serving_model"}
 
     # Shadow mode (the default for backfills): everything runs, nothing is published and
     # no asset event is emitted (checked in the next test), even for a blessed candidate.
