@@ -1,9 +1,16 @@
 """Preprocess CTR click logs with Beam + tf.Transform.
 
-Reads the daily Parquet partitions of a window of spans, analyses the training rows
+Reads the daily partitions of a window of spans (`part-*.parquet` and/or
+`part-*.jsonl[.gz]`, format chosen by file extension), analyses the training rows
 (vocabularies, NaN-aware means/variances), transforms a train split (window minus the
 newest span's eval rows) and an eval split (the newest span's hash-selected eval rows),
 and writes gzip TFRecord shards, the transform graph and a run summary.
+
+Nothing is lost silently: a malformed record (bad JSON, wrong type, null in a required
+field, non-UTF-8 bytes, truncated or oversize line) goes to `rejected/` as one JSON line
+with its reason, source file, line and byte offset, and is counted in the summary and in
+Beam counters; the job checks rows in = train + eval + rejected. A truncated or corrupt
+gzip file fails the job with its name: a partial read is never taken for the whole file.
 
 Rows travel as Arrow RecordBatches end to end (tf.Transform's TFXIO input), which is
 what makes the DirectRunner usable; the same code runs on Flink/Spark/Dataflow by
@@ -16,22 +23,33 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gzip
+import io
 import json
 import logging
 import shutil
 import time
+import uuid
+import zlib
 from pathlib import Path
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from components.common.spans import window
 from components.ctr import features as F
-from components.ctr.preprocess import EVAL_DIR, SUMMARY_FILE, TRAIN_DIR, TRANSFORM_DIR
+from components.ctr.preprocess import (EVAL_DIR, REJECTED_DIR, SUMMARY_FILE, TRAIN_DIR,
+                                      TRANSFORM_DIR)
 
 log = logging.getLogger(__name__)
 
@@ -48,22 +66,48 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--eval-percent", type=int, default=20,
                    help="share of the newest span held out for evaluation (stable hash of example_id)")
     p.add_argument("--output-dir", required=True, help="where shards, transform graph and summary go")
-    p.add_argument("--num-shards", type=int, default=0, help="TFRecord shards per split (0: runner decides)")
+    p.add_argument("--num-shards", type=int, default=0,
+                   help="TFRecord shards per split; 0 (default): one file per bundle, written "
+                        "batch-wise (fastest); N: exactly N files via Beam's per-record sink")
     p.add_argument("--batch-size", type=int, default=4096,
                    help="rows per Arrow RecordBatch handed to tf.Transform")
+    p.add_argument("--max-line-bytes", type=int, default=DEFAULT_MAX_LINE_BYTES,
+                   help="a JSONL line longer than this is rejected as oversize (never held whole)")
     return p.parse_known_args(argv)
 
 
-def window_files(raw_root: Path, span: dt.date, days: int) -> dict[dt.date, list[str]]:
-    """Parquet parts per day of the window; a missing or unfinished day is an error."""
+# Raw input columns the job needs (any other field of a record is ignored) and their kind.
+REQUIRED_COLUMNS: dict[str, str] = {
+    F.EXAMPLE_ID_KEY: "str",
+    **{k: "str" for k in [*F.HASHED_ID_FEATURES, *F.VOCAB_FEATURES]},
+    **{k: "int" for k in [*F.IDENTITY_FEATURES, F.LABEL_KEY]},
+    **{k: "float" for k in F.NUMERIC_FEATURES},   # null / missing allowed: becomes NaN
+}
+# Input formats, chosen by file extension.
+PARQUET_SUFFIXES = (".parquet",)
+JSONL_SUFFIXES = (".jsonl.gz", ".json.gz", ".jsonl", ".json")
+# Why a record was routed to the dead-letter output (the summary counts each).
+REJECT_REASONS = ("bad_json", "non_utf8", "truncated_record", "oversize_line", "not_an_object",
+                  "missing_field", "wrong_type", "bad_value")
+DEFAULT_MAX_LINE_BYTES = 1 << 20
+_SAMPLE_CHARS = 2048   # a rejected record's text is kept up to this length
+
+
+def window_files(raw_root: str | Path, span: dt.date, days: int) -> dict[dt.date, list[str]]:
+    """Input parts (Parquet or JSONL, by extension) per day of the window; a missing or
+    unfinished day is an error. Goes through Beam's FileSystems, so gs://, s3://, hdfs://
+    roots work the same as local folders."""
     files: dict[dt.date, list[str]] = {}
     for day in window(span, days):
-        day_dir = Path(raw_root) / f"dt={day.isoformat()}"
-        if not (day_dir / "_SUCCESS").exists():
-            raise FileNotFoundError(f"span {day} is not complete: no {day_dir / '_SUCCESS'}")
-        parts = sorted(str(p) for p in day_dir.glob("part-*.parquet"))
+        day_dir = f"{str(raw_root).rstrip('/')}/dt={day.isoformat()}"
+        if not FileSystems.exists(f"{day_dir}/_SUCCESS"):
+            raise FileNotFoundError(f"span {day} is not complete: no {day_dir}/_SUCCESS")
+        matched = FileSystems.match([f"{day_dir}/part-*"])[0].metadata_list
+        parts = sorted(m.path for m in matched
+                       if m.path.endswith(PARQUET_SUFFIXES + JSONL_SUFFIXES))
         if not parts:
-            raise FileNotFoundError(f"span {day} has no part-*.parquet files in {day_dir}")
+            raise FileNotFoundError(f"span {day} has no part-*.parquet or part-*.jsonl[.gz] "
+                                    f"files in {day_dir}")
         files[day] = parts
     return files
 
@@ -76,25 +120,219 @@ def arrow_schema() -> pa.Schema:
     return pa.schema([(k, pa.large_list(t)) for k, t in types.items()])
 
 
-class ReadSplitBatches(beam.DoFn):
-    """Read one Parquet file in batches, split rows into train/eval, emit RecordBatches."""
+_ARROW_OF_KIND = {"str": pa.large_string(), "int": pa.int64(), "float": pa.float32()}
 
-    def __init__(self, eval_span: str, eval_percent: int, batch_size: int):
+
+def raw_schema() -> pa.Schema:
+    """Flat schema of parsed raw rows (before the split and the list wrapping)."""
+    return pa.schema([(k, _ARROW_OF_KIND[kind]) for k, kind in REQUIRED_COLUMNS.items()])
+
+
+def _reject(reason: str, detail: str, source: str, line: int, offset: int | None,
+            record: bytes | str) -> dict:
+    if isinstance(record, bytes):
+        record = record.decode("utf-8", errors="backslashreplace")
+    return {"reason": reason, "detail": detail, "source": source, "line": line,
+            "offset": offset, "record": record[:_SAMPLE_CHARS]}
+
+
+def check_record(obj) -> tuple[str, str] | None:
+    """(reason, detail) if a decoded JSON record cannot be a training row, else None.
+
+    Strict on purpose: a string where a number belongs (or the reverse) is a producer bug
+    that should be seen in the dead-letter output, not silently coerced.
+    """
+    if not isinstance(obj, dict):
+        return "not_an_object", f"a JSON {type(obj).__name__}, not an object"
+    for key, kind in REQUIRED_COLUMNS.items():
+        value = obj.get(key)
+        if value is None:
+            if kind == "float":
+                continue
+            return "missing_field", f"{key} is missing or null"
+        if kind == "str":
+            ok = isinstance(value, str)
+        elif kind == "int":
+            ok = type(value) is int and -2**63 <= value < 2**63
+        else:
+            ok = type(value) in (int, float)
+        if not ok:
+            return "wrong_type", f"{key}: expected {kind}, got {type(value).__name__} {value!r:.40}"
+    if obj[F.LABEL_KEY] not in (0, 1):
+        return "bad_value", f"{F.LABEL_KEY} must be 0 or 1, got {obj[F.LABEL_KEY]!r:.40}"
+    return None
+
+
+def _open(path: str):
+    """A binary stream of the file's bytes via Beam's FileSystems (local, gs://, ...);
+    gzip is decoded here so a truncated member raises instead of ending quietly."""
+    raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    if path.endswith(".gz"):
+        return io.BufferedReader(gzip.GzipFile(fileobj=raw, mode="rb"), buffer_size=1 << 20)
+    return raw
+
+
+def read_jsonl_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):
+    """Yield (raw RecordBatch, [rejected record dicts]) per `batch_size` lines of a JSONL file.
+
+    Line numbers are 1-based, offsets are byte offsets in the (uncompressed) stream.
+    Blank lines are not records and are skipped. A truncated or corrupt gzip stream
+    raises IOError naming the file: a partial read is never passed off as the whole file.
+    """
+    columns = {k: [] for k in REQUIRED_COLUMNS}
+    rejects: list[dict] = []
+    n_lines = 0
+    offset = lineno = 0
+    decode = json.JSONDecoder().decode
+    schema = raw_schema()
+    items = list(REQUIRED_COLUMNS.items())
+    nan = float("nan")
+
+    def flush():
+        nonlocal columns, rejects, n_lines
+        batch = pa.RecordBatch.from_arrays(
+            [pa.array(columns[k], type=f.type) for k, f in zip(columns, schema)], schema=schema)
+        out = (batch, rejects)
+        columns, rejects, n_lines = {k: [] for k in REQUIRED_COLUMNS}, [], 0
+        return out
+
+    try:
+        with _open(path) as stream:
+            while True:
+                line = stream.readline(max_line_bytes + 1)
+                if not line:
+                    break
+                lineno += 1
+                start, offset = offset, offset + len(line)
+                if len(line) > max_line_bytes and not line.endswith(b"\n"):
+                    head = line[:_SAMPLE_CHARS]
+                    while True:   # skip the rest of the oversize line, never holding it
+                        more = stream.readline(1 << 20)
+                        offset += len(more)
+                        if not more or more.endswith(b"\n"):
+                            break
+                    rejects.append(_reject("oversize_line",
+                                           f"{offset - start} bytes > --max-line-bytes "
+                                           f"{max_line_bytes}", path, lineno, start, head))
+                    n_lines += 1
+                else:
+                    n_lines += _parse_line(line, path, lineno, start, decode, items, columns,
+                                           rejects, nan)
+                if n_lines >= batch_size:
+                    yield flush()
+    except (EOFError, OSError, zlib.error) as e:
+        raise IOError(f"{path}: truncated or corrupt input after line {lineno} "
+                      f"({type(e).__name__}: {e}); refusing to use a partial read") from e
+    if n_lines:
+        yield flush()
+
+
+def _parse_line(line: bytes, path, lineno, start, decode, items, columns, rejects, nan) -> int:
+    """Parse one line into `columns` or `rejects`; return 1 if it was a record, 0 if blank."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as e:
+        rejects.append(_reject("non_utf8", str(e), path, lineno, start, line))
+        return 1
+    stripped = text.strip()
+    if not stripped:
+        return 0
+    try:
+        obj = decode(stripped)
+    except json.JSONDecodeError as e:
+        # Input that ends mid-value (no closing brace, cut string) is a truncated record,
+        # whether it is the file's last line without newline or a line cut upstream.
+        truncated = (e.pos >= len(stripped) or e.msg.startswith("Unterminated string")
+                     or (not line.endswith(b"\n") and not stripped.endswith("}")))
+        rejects.append(_reject("truncated_record" if truncated else "bad_json", str(e),
+                               path, lineno, start, text))
+        return 1
+    problem = check_record(obj)
+    if problem:
+        rejects.append(_reject(*problem, path, lineno, start, text))
+        return 1
+    for key, kind in items:
+        value = obj.get(key)
+        columns[key].append(nan if value is None else value)
+    return 1
+
+
+def read_parquet_batches(path: str, batch_size: int):
+    """Yield (raw RecordBatch, [rejected record dicts]) per Parquet batch.
+
+    A row with a null in a required column is rejected (its 1-based row number in the
+    file is its `line`); a column of the wrong type makes the whole file unusable, so
+    the job fails naming the file and column.
+    """
+    schema = raw_schema()
+    row0 = 0
+    with _open(path) as stream:
+        pf = pq.ParquetFile(stream)
+        names = set(pf.schema_arrow.names)
+        missing = [k for k in REQUIRED_COLUMNS if k not in names]
+        if missing:
+            raise ValueError(f"{path}: required column(s) {missing} not in the file")
+        for batch in pf.iter_batches(batch_size=batch_size, columns=list(REQUIRED_COLUMNS)):
+            arrays = []
+            for field in schema:
+                try:
+                    arrays.append(batch.column(field.name).cast(field.type))
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                    raise ValueError(f"{path}: column {field.name!r} of type "
+                                     f"{batch.column(field.name).type} is not {field.type}: {e}")
+            bad = None
+            for field, arr in zip(schema, arrays):
+                if REQUIRED_COLUMNS[field.name] != "float" and arr.null_count:
+                    nulls = arr.is_null()
+                    bad = nulls if bad is None else pc.or_(bad, nulls)
+            rejects = []
+            table = pa.RecordBatch.from_arrays(arrays, schema=schema)
+            if bad is not None:
+                bad_rows = np.flatnonzero(bad.to_numpy(zero_copy_only=False))
+                for i, row in zip(bad_rows, table.take(pa.array(bad_rows)).to_pylist()):
+                    nulls = [k for k, v in row.items() if v is None and REQUIRED_COLUMNS[k] != "float"]
+                    rejects.append(_reject("missing_field", f"{', '.join(nulls)} null", path,
+                                           row0 + int(i) + 1, None, json.dumps(row, default=str)))
+                table = table.filter(pc.invert(bad))
+            row0 += batch.num_rows
+            yield table, rejects
+
+
+class ReadSplitBatches(beam.DoFn):
+    """Read one input file (format by extension) in batches: good rows split into
+    train/eval RecordBatches, malformed records to the `rejected` output as JSON lines."""
+
+    def __init__(self, eval_span: str, eval_percent: int, batch_size: int,
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):
         self._eval_span = eval_span
         self._eval_percent = eval_percent
         self._batch_size = batch_size
+        self._max_line_bytes = max_line_bytes
         self._rows_in = Metrics.counter(NAMESPACE, "rows_in")
         self._rows = {s: Metrics.counter(NAMESPACE, f"rows_{s}") for s in (TRAIN_DIR, EVAL_DIR)}
+        self._rows_rejected = Metrics.counter(NAMESPACE, "rows_rejected")
+        self._by_reason = {r: Metrics.counter(NAMESPACE, f"rejected_{r}") for r in REJECT_REASONS}
 
     def setup(self):
         self._schema = arrow_schema()
 
     def process(self, path: str):
+        if path.endswith(PARQUET_SUFFIXES):
+            batches = read_parquet_batches(path, self._batch_size)
+        elif path.endswith(JSONL_SUFFIXES):
+            batches = read_jsonl_batches(path, self._batch_size, self._max_line_bytes)
+        else:
+            raise ValueError(f"{path}: unknown input format (expected {PARQUET_SUFFIXES + JSONL_SUFFIXES})")
         is_span = f"dt={self._eval_span}" in path
-        columns = [f.name for f in self._schema] + [F.EXAMPLE_ID_KEY]
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=self._batch_size,
-                                                       columns=columns):
-            self._rows_in.inc(batch.num_rows)
+        for batch, rejects in batches:
+            self._rows_in.inc(batch.num_rows + len(rejects))
+            if rejects:
+                self._rows_rejected.inc(len(rejects))
+                for r in rejects:
+                    self._by_reason[r["reason"]].inc()
+                    yield beam.pvalue.TaggedOutput(REJECTED_DIR, json.dumps(r, sort_keys=True))
+            if not batch.num_rows:
+                continue
             eval_mask = np.zeros(batch.num_rows, dtype=bool)
             if is_span:
                 ids = batch.column(F.EXAMPLE_ID_KEY).to_pylist()
@@ -119,10 +357,85 @@ class ReadSplitBatches(beam.DoFn):
                 col = col.cast(value_type).fill_null(float("nan"))
             else:
                 col = col.cast(value_type)
-            if col.null_count:
-                raise ValueError(f"null in required column {field.name!r}")
             arrays.append(pa.LargeListArray.from_arrays(offsets, col))
         return pa.RecordBatch.from_arrays(arrays, schema=self._schema)
+
+
+class _WriteBundleShard(beam.DoFn):
+    """Encode transformed RecordBatches to tf.Examples in C++ and write them to one gzip
+    TFRecord temp file per bundle; emit the temp file's path when the bundle finishes.
+
+    Why not `EncodeTransformedDataset | WriteToTFRecord`: that path turns every batch into
+    single-row elements and writes each record through Python (CRC + gzip per record); the
+    profile showed it as the largest per-row cost of the job after the transform itself.
+    """
+
+    def __init__(self, directory: str):
+        self._dir = directory
+
+    def start_bundle(self):
+        self._writer = self._path = None
+
+    def process(self, element, encoder):
+        import tensorflow as tf
+        batch = element[0] if isinstance(element, tuple) else element   # drop passthrough
+        if self._writer is None:
+            self._path = f"{self._dir}/.tmp-{uuid.uuid4().hex}.tfrecord.gz"
+            self._writer = tf.io.TFRecordWriter(self._path, options="GZIP")
+        write = self._writer.write
+        for record in encoder.encode(batch):
+            write(record)
+
+    def finish_bundle(self):
+        if self._writer is not None:
+            self._writer.close()
+            yield WindowedValue(self._path, MIN_TIMESTAMP, [GlobalWindow()])
+            self._writer = None
+
+
+def _commit_shards(temp_paths: list[str], directory: str) -> list[str]:
+    """Rename the committed bundles' temp files to part-NNNNN-of-MMMMM.tfrecord.gz.
+
+    Only paths that reached this step (outputs of committed bundles) are kept; temp files
+    of failed or retried bundle attempts are deleted, so a retry never duplicates rows.
+    """
+    import tensorflow as tf
+    temp_paths = sorted(temp_paths)
+    if not temp_paths:   # an empty split still gets one (empty) file
+        empty = f"{directory}/.tmp-empty.tfrecord.gz"
+        tf.io.TFRecordWriter(empty, options="GZIP").close()
+        temp_paths = [empty]
+    n = len(temp_paths)
+    final = [f"{directory}/part-{i:05d}-of-{n:05d}.tfrecord.gz" for i in range(n)]
+    FileSystems.rename(temp_paths, final)
+    stale = [m.path for m in FileSystems.match([f"{directory}/.tmp-*"])[0].metadata_list]
+    if stale:
+        FileSystems.delete(stale)
+    return final
+
+
+class WriteTransformedShards(beam.PTransform):
+    """(transformed RecordBatches, metadata) -> gzip TFRecord shards of tf.Examples."""
+
+    def __init__(self, directory: str):
+        super().__init__()
+        self._dir = directory
+
+    def _extract_input_pvalues(self, data_and_metadata):
+        return data_and_metadata, [data_and_metadata[0]]
+
+    def expand(self, data_and_metadata):
+        from tfx_bsl.coders import example_coder
+        data, metadata = data_and_metadata
+        FileSystems.mkdirs(self._dir)
+        encoder = (metadata.deferred_metadata
+                   | "Encoder" >> beam.Map(
+                       lambda m: example_coder.RecordBatchToExamplesEncoder(m.schema)))
+        return (data
+                | "WriteBundles" >> beam.ParDo(_WriteBundleShard(self._dir),
+                                               encoder=beam.pvalue.AsSingleton(encoder))
+                | "Collect" >> beam.combiners.ToList()
+                | "Commit" >> beam.Map(_commit_shards, self._dir))
 
 
 def tensor_adapter_config():
@@ -144,7 +457,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     from components.ctr.transform import preprocessing_fn
 
     args, beam_args = parse_args(argv)
-    files = window_files(Path(args.raw_root), args.span, args.window_days)
+    files = window_files(args.raw_root, args.span, args.window_days)
     options = PipelineOptions(beam_args)
     options.view_as(SetupOptions).save_main_session = save_main_session
     started = time.time()
@@ -157,8 +470,13 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                     | "ListFiles" >> beam.Create([f for parts in files.values() for f in parts])
                     | "Reshuffle" >> beam.Reshuffle()
                     | "ReadSplit" >> beam.ParDo(
-                        ReadSplitBatches(args.span.isoformat(), args.eval_percent, args.batch_size)
-                    ).with_outputs(TRAIN_DIR, EVAL_DIR))
+                        ReadSplitBatches(args.span.isoformat(), args.eval_percent,
+                                         args.batch_size, args.max_line_bytes)
+                    ).with_outputs(TRAIN_DIR, EVAL_DIR, REJECTED_DIR))
+                # Dead letters: one JSON object per rejected record (reason, detail,
+                # source file, line, byte offset, the record's text up to 2 KiB).
+                _ = splits[REJECTED_DIR] | "WriteRejected" >> beam.io.WriteToText(
+                    str(tmp / REJECTED_DIR / "part"), file_name_suffix=".jsonl", num_shards=1)
                 config = tensor_adapter_config()
                 transform_fn = ((splits[TRAIN_DIR], config)
                                 | "Analyze" >> tft_beam.AnalyzeDataset(preprocessing_fn))
@@ -168,13 +486,18 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                     transformed, metadata = (
                         ((splits[split], config), transform_fn)
                         | f"Transform{split}" >> tft_beam.TransformDataset(output_record_batches=True))
-                    _ = ((transformed, metadata)
-                         | f"Encode{split}" >> tft_beam.EncodeTransformedDataset()
-                         | f"Write{split}" >> beam.io.WriteToTFRecord(
-                             str(tmp / split / "part"), file_name_suffix=".tfrecord.gz",
-                             num_shards=args.num_shards))
+                    if args.num_shards:   # an exact shard count: Beam's per-record sink
+                        _ = ((transformed, metadata)
+                             | f"Encode{split}" >> tft_beam.EncodeTransformedDataset()
+                             | f"Write{split}" >> beam.io.WriteToTFRecord(
+                                 str(tmp / split / "part"), file_name_suffix=".tfrecord.gz",
+                                 num_shards=args.num_shards))
+                    else:                 # default: batch-wise C++ encoding, a file per bundle
+                        _ = ((transformed, metadata)
+                             | f"Write{split}" >> WriteTransformedShards(str(tmp / split)))
         result = pipeline.result
-        counters = {c.key.metric.name: c.committed
+        # Committed values where the runner has them (DirectRunner, Dataflow, Flink).
+        counters = {c.key.metric.name: c.committed if c.committed is not None else c.attempted
                     for c in result.metrics().query()["counters"]
                     if c.key.metric.namespace == NAMESPACE}
         summary = {
@@ -184,11 +507,23 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
             "rows_in": counters.get("rows_in", 0),
             "rows_train": counters.get(f"rows_{TRAIN_DIR}", 0),
             "rows_eval": counters.get(f"rows_{EVAL_DIR}", 0),
+            "rows_rejected": counters.get("rows_rejected", 0),
+            "rejected_by_reason": {r: counters[f"rejected_{r}"] for r in REJECT_REASONS
+                                   if counters.get(f"rejected_{r}")},
+            "rejected_dir": REJECTED_DIR,
             "eval_percent": args.eval_percent,
             "seconds": round(time.time() - started, 1),
             "runner": options.get_all_options().get("runner") or "DirectRunner",
         }
         summary["rows_per_second"] = round(summary["rows_in"] / max(summary["seconds"], 1e-9))
+        accounted = summary["rows_train"] + summary["rows_eval"] + summary["rows_rejected"]
+        if accounted != summary["rows_in"]:
+            raise RuntimeError(f"rows do not add up: {summary['rows_in']} read != "
+                               f"{summary['rows_train']} train + {summary['rows_eval']} eval + "
+                               f"{summary['rows_rejected']} rejected ({counters})")
+        if summary["rows_rejected"]:
+            log.warning("%d malformed record(s) rejected %s; see %s", summary["rows_rejected"],
+                        summary["rejected_by_reason"], output / REJECTED_DIR)
         shutil.rmtree(tmp / "tft_tmp", ignore_errors=True)
         write_json(tmp / SUMMARY_FILE, summary)
     summary["output_dir"] = str(output)

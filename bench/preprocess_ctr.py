@@ -1,85 +1,241 @@
-"""Throughput of the Beam + tf.Transform preprocessing job against a pandas baseline.
+"""Throughput and peak memory of CTR preprocessing: (a) a naive tf.Transform pipeline fed
+Python dicts, (b) this project's job (beam_jobs/preprocess_ctr.py), (c) pandas in memory.
 
-Both do the same work on the same generated window (vocabularies of the categorical
-features, hashing of the ID features, NaN-aware log1p + z-score of the numeric ones),
-measured in the same run so the machine's noise hits both. Prints a table and writes
-bench/results/preprocess_ctr.json.
+All three do the same work (hashing of the ID features, top-k vocabularies of the
+categorical ones, NaN-aware log1p + z-score of the numeric ones) on data from the
+project's generator, in one run, so the machine's noise hits them alike. Each
+measurement runs in its own process; peak memory is that process's max RSS plus its
+largest child (the DirectRunner's workers in multi-process mode).
 
-    .venv/bin/python bench/preprocess_ctr.py --days 3 --rows-per-day 50000
+(a) is very slow, so it runs on a smaller sample (`--naive-rows`); (b) is also measured
+on that same sample, so the a/b ratio compares like with like. (b)'s peak memory is
+measured for a growing window (1, 2, ... days of `--rows-per-day`). Prints a table and
+writes bench/results/preprocess_ctr.json.
+
+    .venv/bin/python bench/preprocess_ctr.py --rows-per-day 250000 --days 4 --naive-rows 20000
+    # the issue's sizes (1M rows/day, 5 days, 1M..5M rows for the memory curve):
+    .venv/bin/python bench/preprocess_ctr.py --rows-per-day 1000000 --days 5 --growth-days 1,5
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
 import json
+import os
+import resource
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"
+START = dt.date(2026, 11, 1)
 
 
-def pandas_baseline(raw_root: Path, days: list[dt.date]) -> tuple[int, float]:
+def _cpu_seconds() -> float:
+    """User + system CPU of this process and its children: less noisy than wall time on a
+    shared machine."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return round(own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, 1)
+
+
+def _peak_mb() -> float:
+    self_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    child_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return round((self_kb + child_kb) / 1024, 1)
+
+
+def _days(n: int) -> list[dt.date]:
+    return [START + dt.timedelta(days=i) for i in range(n)]
+
+
+# ---------------------------------------------------------------- workers (one process each)
+
+def work_job(raw_root: str, window_days: int, out: str, runner_args: list[str]) -> dict:
+    """(b): the project's job, exactly as the DAG runs it."""
+    from beam_jobs import preprocess_ctr
+    span = _days(window_days)[-1]
+    t0 = time.perf_counter()
+    summary = preprocess_ctr.run(["--raw-root", raw_root, "--span", span.isoformat(),
+                                  "--window-days", str(window_days), "--output-dir", out,
+                                  *runner_args])
+    return {"rows": summary["rows_in"], "seconds": time.perf_counter() - t0}
+
+
+def work_naive(raw_root: str, window_days: int, out: str, runner_args: list[str]) -> dict:
+    """(a): the textbook tf.Transform pipeline: rows as Python dicts through beam.Create,
+    instance-dict input, per-row encoding and per-record TFRecord writes."""
+    import apache_beam as beam
+    import numpy as np
+    import tensorflow_transform as tft
+    import tensorflow_transform.beam as tft_beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from components.ctr import features as F
+    from components.ctr.rawdata import read_span
+    from components.ctr.transform import preprocessing_fn, raw_training_spec
+
+    os.makedirs(out, exist_ok=True)
+    t0 = time.perf_counter()
+    keys = list(raw_training_spec())
+    rows = []
+    for day in _days(window_days):
+        table = read_span(Path(raw_root) / f"dt={day}", columns=keys)
+        for r in table.to_pylist():
+            rows.append({k: (np.nan if r[k] is None else r[k]) for k in keys})
+    metadata = tft.DatasetMetadata.from_feature_spec(raw_training_spec())
+    with beam.Pipeline(options=PipelineOptions(runner_args)) as p:
+        with tft_beam.Context(temp_dir=tempfile.mkdtemp(dir=out)):
+            (transformed, transformed_meta), _ = (
+                (p | beam.Create(rows), metadata)
+                | tft_beam.AnalyzeAndTransformDataset(preprocessing_fn))
+            _ = ((transformed, transformed_meta) | tft_beam.EncodeTransformedDataset()
+                 | beam.io.WriteToTFRecord(f"{out}/train/part", file_name_suffix=".tfrecord.gz"))
+    assert F.LABEL_KEY in keys
+    return {"rows": len(rows), "seconds": time.perf_counter() - t0}
+
+
+def work_pandas(raw_root: str, window_days: int, out: str, runner_args: list[str]) -> dict:
+    """(c): the same transforms in pandas, all rows in memory: the reference ceiling."""
     import numpy as np
     import pandas as pd
     from components.ctr import features as F
     from components.ctr.rawdata import read_span
 
     t0 = time.perf_counter()
-    df = pd.concat([read_span(raw_root / f"dt={d}").to_pandas() for d in days])
-    out = {}
+    df = pd.concat([read_span(Path(raw_root) / f"dt={d}").to_pandas()
+                    for d in _days(window_days)])
+    res = {}
     for key, buckets in F.HASHED_ID_FEATURES.items():
-        out[key] = pd.util.hash_array(df[key].to_numpy(dtype=object)) % buckets
+        res[key] = pd.util.hash_array(df[key].to_numpy(dtype=object)) % buckets
     for key, cfg in F.VOCAB_FEATURES.items():
         vocab = df[key].value_counts().index[: cfg["top_k"]]
-        out[key] = pd.Index(vocab).get_indexer(df[key])
+        idx = pd.Index(vocab).get_indexer(df[key])
+        oov = pd.util.hash_array(df[key].to_numpy(dtype=object)) % cfg["oov_buckets"]
+        res[key] = np.where(idx >= 0, idx, cfg["top_k"] + oov)
+    for key, size in F.IDENTITY_FEATURES.items():
+        res[key] = df[key].clip(0, size - 1).to_numpy()
     for key in F.NUMERIC_FEATURES:
         x = np.log1p(df[key].clip(lower=0))
-        out[key] = ((x - x.mean()) / x.std()).fillna(0.0).to_numpy()
-    return len(df), time.perf_counter() - t0
+        res[key] = ((x - x.mean()) / x.std()).fillna(0.0).to_numpy()
+        res[F.missing_name(key)] = df[key].isna().to_numpy(dtype=np.float32)
+    return {"rows": len(df), "seconds": time.perf_counter() - t0}
+
+
+WORKERS = {"job": work_job, "naive": work_naive, "pandas": work_pandas}
+
+
+def measure(kind: str, raw_root: Path, window_days: int, runner_args: str) -> dict:
+    out = tempfile.mkdtemp(prefix=f"bench-{kind}-")
+    try:
+        cmd = [sys.executable, __file__, "--worker", kind, "--raw-root", str(raw_root),
+               "--window", str(window_days), "--out", f"{out}/o", f"--runner-args={runner_args}"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+        if proc.returncode:
+            raise RuntimeError(f"{kind} failed:\n{proc.stderr[-3000:]}")
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    result["rows_per_second"] = round(result["rows"] / result["seconds"])
+    result["seconds"] = round(result["seconds"], 2)
+    print(f"  {kind:7} {window_days} day(s): {result['rows']:>10,} rows {result['seconds']:>9.1f} s "
+          f"{result['rows_per_second']:>10,} rows/s  peak {result['peak_mb']:>8,.0f} MB  "
+          f"cpu {result['cpu_seconds_process']:>7.1f} s", flush=True)
+    return result
+
+
+def add_ratios(result: dict) -> dict:
+    """Ratios from the measurements: on wall time (what a user waits for) and on CPU
+    seconds of the measured process (steadier on a machine shared with other work)."""
+    naive, small, job, pandas = (result[k] for k in ("a_naive_dicts", "b_job_same_sample",
+                                                     "b_job", "c_pandas"))
+    for m in (naive, small, job, pandas, *result["b_job_by_window"].values()):
+        m["rows_per_cpu_second"] = round(m["rows"] / max(m["cpu_seconds_process"], 1e-9))
+    for unit in ("rows_per_second", "rows_per_cpu_second"):
+        result[f"b_over_a_{unit}"] = round(job[unit] / naive[unit], 1)
+        result[f"b_over_a_{unit}_same_sample"] = round(small[unit] / naive[unit], 1)
+        result[f"c_over_b_{unit}"] = round(pandas[unit] / job[unit], 1)
+    return result
+
+
+def generate(root: Path, days: int, rows_per_day: int) -> Path:
+    from components.ctr.generate import GenerateSpec, run
+    run(GenerateSpec(out_root=str(root), start=START.isoformat(), days=days,
+                     rows_per_day=rows_per_day))
+    return root / "raw" / "ctr"
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--days", type=int, default=3)
-    p.add_argument("--rows-per-day", type=int, default=50_000)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rows-per-day", type=int, default=250_000)
+    p.add_argument("--days", type=int, default=4, help="days generated; (b) and (c) use all")
+    p.add_argument("--growth-days", default="",
+                   help="windows (in days) at which (b)'s peak memory is measured, e.g. 1,2,4 "
+                        "(default: 1, days/2, days)")
+    p.add_argument("--naive-rows", type=int, default=20_000,
+                   help="rows of the sample that (a) and (b) both process")
     p.add_argument("--runner-args", default="--runner=DirectRunner")
+    p.add_argument("--data-dir", help="keep generated data here and reuse it (default: temp)")
+    p.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
+    p.add_argument("--raw-root", help=argparse.SUPPRESS)
+    p.add_argument("--window", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--out", help=argparse.SUPPRESS)
     args = p.parse_args()
 
-    from components.ctr.generate import GenerateSpec, run as generate
-    from components.ctr.preprocess import PreprocessSpec, run as preprocess
+    if args.worker:
+        import logging
+        logging.disable(logging.WARNING)
+        result = WORKERS[args.worker](args.raw_root, args.window, args.out,
+                                      args.runner_args.split())
+        result["peak_mb"] = _peak_mb()
+        result["cpu_seconds_process"] = _cpu_seconds()
+        print(json.dumps(result), flush=True)
+        sys.stderr.flush()
+        os._exit(0)   # skip interpreter teardown: TF/Beam threads sometimes segfault there
 
-    work = Path(tempfile.mkdtemp(prefix="bench-preprocess-"))
+    growth = sorted({int(x) for x in args.growth_days.split(",") if x} or
+                    {1, max(1, args.days // 2), args.days})
+    work = Path(args.data_dir or tempfile.mkdtemp(prefix="bench-preprocess-"))
+    started = time.perf_counter()
     try:
-        start = dt.date(2026, 11, 1)
-        generate(GenerateSpec(out_root=str(work), start=start.isoformat(), days=args.days,
-                              rows_per_day=args.rows_per_day))
-        days = [start + dt.timedelta(days=i) for i in range(args.days)]
-        raw_root = work / "raw" / "ctr"
-        t0 = time.perf_counter()
-        summary = preprocess(PreprocessSpec(raw_root=str(raw_root), span=days[-1].isoformat(),
-                                            output_dir=str(work / "out"), window_days=args.days,
-                                            beam_args=args.runner_args.split()))
-        beam_seconds = time.perf_counter() - t0
-        rows, pandas_seconds = pandas_baseline(raw_root, days)
+        big = generate(work / "big", args.days, args.rows_per_day)
+        small = generate(work / "small", 1, args.naive_rows)
+        print(f"(a) naive tf.Transform vs (b) this job on the same {args.naive_rows:,} rows:")
+        naive = measure("naive", small, 1, args.runner_args)
+        job_small = measure("job", small, 1, args.runner_args)
+        print(f"(b) this job vs (c) pandas on {args.days * args.rows_per_day:,} rows, "
+              f"(b)'s peak memory over a growing window:")
+        jobs = {d: measure("job", big, d, args.runner_args) for d in growth}
+        pandas = measure("pandas", big, args.days, args.runner_args)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not args.data_dir:
+            shutil.rmtree(work, ignore_errors=True)
+    job = jobs.get(args.days) or jobs[max(jobs)]
     result = {
-        "rows": rows, "days": args.days, "runner_args": args.runner_args,
-        "beam_tft_seconds": round(beam_seconds, 1),
-        "beam_tft_rows_per_second": round(rows / beam_seconds),
-        "pandas_seconds": round(pandas_seconds, 2),
-        "pandas_rows_per_second": round(rows / pandas_seconds),
-        "beam_over_pandas_time": round(beam_seconds / pandas_seconds, 1),
+        "command": "bench/preprocess_ctr.py " + " ".join(sys.argv[1:]),
+        "runner_args": args.runner_args,
+        "feature_shape": "generator: 2 hashed ids, 2 vocab categoricals, 2 identity, 3 numeric",
+        "a_naive_dicts": naive,
+        "b_job_same_sample": job_small,
+        "b_job": job,
+        "b_job_peak_mb_by_rows": {str(r["rows"]): r["peak_mb"] for r in jobs.values()},
+        "b_job_by_window": {str(d): r for d, r in jobs.items()},
+        "c_pandas": pandas,
+        "bench_seconds": round(time.perf_counter() - started),
         "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
+    add_ratios(result)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "preprocess_ctr.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(f"{'':24}{'seconds':>10}{'rows/s':>12}")
-    print(f"{'Beam + tf.Transform':24}{beam_seconds:>10.1f}{result['beam_tft_rows_per_second']:>12,}")
-    print(f"{'pandas baseline':24}{pandas_seconds:>10.2f}{result['pandas_rows_per_second']:>12,}")
-    print(f"{rows:,} rows; written to {RESULTS / 'preprocess_ctr.json'}")
+    for unit in ("rows_per_second", "rows_per_cpu_second"):
+        print(f"{unit}: (b)/(a) {result[f'b_over_a_{unit}']}x at {job['rows']:,} vs "
+              f"{naive['rows']:,} rows, {result[f'b_over_a_{unit}_same_sample']}x on the same "
+              f"sample; (c)/(b) {result[f'c_over_b_{unit}']}x")
+    print(f"written to {RESULTS / 'preprocess_ctr.json'}")
 
 
 if __name__ == "__main__":

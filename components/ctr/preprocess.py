@@ -16,6 +16,7 @@ from components.common.step import main
 TRANSFORM_DIR = "transform_fn_output"   # tft.TFTransformOutput layout
 TRAIN_DIR, EVAL_DIR = "train", "eval"   # gzip TFRecord shards of transformed examples
 SUMMARY_FILE = "summary.json"
+REJECTED_DIR = "rejected"                # dead letters: one JSON object per malformed record
 
 
 @dataclasses.dataclass
