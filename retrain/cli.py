@@ -15,6 +15,8 @@ COMMANDS = [
     "components.registry",
     "retrain.lineage",
     "retrain.demo",
+    "components.text.load",
+    "components.text.quality",
 ]
 
 

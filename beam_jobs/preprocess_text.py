@@ -1,0 +1,272 @@
+"""Preprocess labelled text spans with Beam: normalize, deduplicate, split, write shards.
+
+Reads the Parquet partitions of a window of text spans and:
+
+- normalizes each text (Unicode NFC, control characters removed, whitespace collapsed);
+- drops duplicates across the whole window, counting them: *exact* duplicates (same
+  normalized text) and *near* duplicates (same text once case, punctuation and spacing
+  are ignored). One record per group is kept: the newest (latest span, then smallest id);
+- splits train/eval by a hash of the near-duplicate key, so a text (and every copy of it)
+  falls in the same split on every day and can never leak from train into eval;
+- writes gzip TFRecord shards of tf.train.Example {example_id, text (raw, not tokenized:
+  the model tokenizes in-graph), sentiment, topic (class indices, -1 = unlabelled),
+  rating, span} and a summary with the counts and the per-class training counts (the
+  fine-tuning step's class weights).
+
+    python -m beam_jobs.preprocess_text --raw-root var/raw/text --span 2026-11-07 \
+        --window-days 3 --output-dir /tmp/pre --runner=DirectRunner
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import logging
+import re
+import time
+import unicodedata
+from pathlib import Path
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
+
+from components.common.spans import window
+from components.text import config as C
+from components.text.preprocess import EVAL_DIR, SUMMARY_FILE, TRAIN_DIR
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "retrain.preprocess_text"
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b\ufeff]")
+_SPACE = re.compile(r"\s+")
+_NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--raw-root", required=True, help="folder holding dt=YYYY-MM-DD partitions")
+    p.add_argument("--span", required=True, type=dt.date.fromisoformat,
+                   help="newest day of the window (YYYY-MM-DD)")
+    p.add_argument("--window-days", type=int, default=3, help="days read, ending at --span")
+    p.add_argument("--eval-percent", type=int, default=20,
+                   help="share of distinct texts held out for evaluation (stable text hash)")
+    p.add_argument("--output-dir", required=True, help="where shards and summary go")
+    p.add_argument("--num-shards", type=int, default=0, help="TFRecord shards per split (0: runner decides)")
+    return p.parse_known_args(argv)
+
+
+def normalize(text: str) -> str:
+    """What every copy of a text is compared and trained on."""
+    text = unicodedata.normalize("NFC", text)
+    text = _CONTROL.sub(" ", text)
+    return _SPACE.sub(" ", text).strip()
+
+
+def near_key(normalized: str) -> str:
+    """Case, punctuation and spacing ignored: 'Love it!!' and 'love it' collide."""
+    return _NON_WORD.sub(" ", normalized.casefold()).strip()
+
+
+def text_hash_percent(key: str) -> int:
+    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % 100
+
+
+def split_of(key: str, eval_percent: int) -> str:
+    return EVAL_DIR if text_hash_percent(key) < eval_percent else TRAIN_DIR
+
+
+def window_files(raw_root: Path, span: dt.date, days: int) -> list[tuple[str, str]]:
+    """(span, parquet part) for every day of the window; a missing or unfinished day fails."""
+    files = []
+    for day in window(span, days):
+        day_dir = Path(raw_root) / f"dt={day.isoformat()}"
+        if not (day_dir / "_SUCCESS").exists():
+            raise FileNotFoundError(f"span {day} is not complete: no {day_dir / '_SUCCESS'}")
+        parts = sorted(str(p) for p in day_dir.glob("part-*.parquet"))
+        if not parts:
+            raise FileNotFoundError(f"span {day} has no part-*.parquet files in {day_dir}")
+        files += [(day.isoformat(), p) for p in parts]
+    return files
+
+
+class ReadRecords(beam.DoFn):
+    """One Parquet part -> dict records with normalized text and label indices."""
+
+    def __init__(self):
+        self._rows_in = Metrics.counter(NAMESPACE, "rows_in")
+        self._empty = Metrics.counter(NAMESPACE, "rows_empty_text")
+
+    def process(self, item):
+        import pyarrow.parquet as pq
+        span, path = item
+        table = pq.read_table(path, columns=list(C.RAW_COLUMNS))
+        for row in table.to_pylist():
+            self._rows_in.inc()
+            rec = to_record(row, span)
+            if rec is None:
+                self._empty.inc()
+                continue
+            yield rec
+
+
+def to_record(row: dict, span: str) -> dict | None:
+    """A raw row as the record the pipeline carries; None for an empty text."""
+    text = normalize(row.get(C.TEXT) or "")
+    if not text:
+        return None
+    rating = row.get(C.RATING)
+    return {"example_id": str(row[C.EXAMPLE_ID]), "text": text, "span": span,
+            C.SENTIMENT: C.label_index(C.SENTIMENT, row.get(C.SENTIMENT)),
+            C.TOPIC: C.label_index(C.TOPIC, row.get(C.TOPIC)),
+            C.RATING: -1 if rating is None else int(rating)}
+
+
+def pick_group(item, eval_percent: int):
+    """One near-duplicate group -> the kept record (tagged with its split) + dup counts."""
+    key, records = item
+    records = sorted(records, key=lambda r: (r["span"], _neg(r["example_id"])), reverse=True)
+    kept = records[0]
+    seen = {kept["text"]}
+    exact = near = 0
+    for r in records[1:]:
+        if r["text"] in seen:
+            exact += 1
+        else:
+            near += 1
+            seen.add(r["text"])
+    if exact:
+        yield beam.pvalue.TaggedOutput("dups", ("exact", exact))
+    if near:
+        yield beam.pvalue.TaggedOutput("dups", ("near", near))
+    yield {**kept, "split": split_of(key, eval_percent)}
+
+
+def _neg(s: str) -> tuple:
+    # Sort helper: with reverse=True, prefer the newest span and then the *smallest* id.
+    return tuple(-ord(c) for c in s)
+
+
+class DedupAndSplit(beam.PTransform):
+    """records -> {"records": kept records with "split", "dups": (kind, count) pairs}."""
+
+    def __init__(self, eval_percent: int):
+        super().__init__()
+        self._eval_percent = eval_percent
+
+    def expand(self, records):
+        out = (records
+               | "KeyByNearText" >> beam.Map(lambda r: (near_key(r["text"]), r))
+               | "GroupByNearText" >> beam.GroupByKey()
+               | "PickOne" >> beam.FlatMap(pick_group, self._eval_percent)
+               .with_outputs("dups", main="records"))
+        return {"records": out.records, "dups": out.dups}
+
+
+def to_example(rec: dict) -> bytes:
+    import tensorflow as tf
+
+    def b(v: str):
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode("utf-8")]))
+
+    def i(v: int):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v)]))
+
+    return tf.train.Example(features=tf.train.Features(feature={
+        "example_id": b(rec["example_id"]), "text": b(rec["text"]), "span": b(rec["span"]),
+        C.SENTIMENT: i(rec[C.SENTIMENT]), C.TOPIC: i(rec[C.TOPIC]),
+        C.RATING: i(rec[C.RATING])})).SerializeToString()
+
+
+def _class_counts(records) -> dict:
+    counts = {t: [0] * len(labels) for t, labels in C.TASKS.items()}
+    unlabelled = {t: 0 for t in C.TASKS}
+    n = 0
+    for r in records:
+        n += 1
+        for t in C.TASKS:
+            if r[t] >= 0:
+                counts[t][r[t]] += 1
+            else:
+                unlabelled[t] += 1
+    return {"rows": n, "class_counts": counts, "unlabelled": unlabelled}
+
+
+def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
+    """Build and run the pipeline; return (and write) the run summary."""
+    from components.common.atomic import atomic_dir, write_json
+
+    args, beam_args = parse_args(argv)
+    if not 0 < args.eval_percent < 100:
+        raise ValueError(f"--eval-percent must be in 1..99, got {args.eval_percent}")
+    files = window_files(Path(args.raw_root), args.span, args.window_days)
+    options = PipelineOptions(beam_args)
+    options.view_as(SetupOptions).save_main_session = save_main_session
+    started = time.time()
+    output = Path(args.output_dir)
+    with atomic_dir(output) as tmp:
+        with beam.Pipeline(options=options) as pipeline:
+            records = (pipeline
+                       | "ListFiles" >> beam.Create(files)
+                       | "Reshuffle" >> beam.Reshuffle()
+                       | "Read" >> beam.ParDo(ReadRecords()))
+            dedup = records | "DedupAndSplit" >> DedupAndSplit(args.eval_percent)
+            _ = (dedup["dups"]
+                 | "SumDups" >> beam.CombinePerKey(sum)
+                 | "DupsDict" >> beam.combiners.ToDict()
+                 | "WriteDups" >> beam.Map(lambda d: write_json(tmp / "_dups.json", d)))
+            for split in (TRAIN_DIR, EVAL_DIR):
+                rows = (dedup["records"]
+                        | f"Only{split}" >> beam.Filter(lambda r, s=split: r["split"] == s))
+                _ = (rows
+                     | f"Encode{split}" >> beam.Map(to_example)
+                     | f"Write{split}" >> beam.io.WriteToTFRecord(
+                         str(tmp / split / "part"), file_name_suffix=".tfrecord.gz",
+                         num_shards=args.num_shards))
+                _ = (rows
+                     | f"Count{split}" >> beam.combiners.ToList()
+                     | f"Stats{split}" >> beam.Map(_class_counts)
+                     | f"WriteStats{split}" >> beam.Map(
+                         lambda s, name=split: write_json(tmp / f"_stats_{name}.json", s)))
+        result = pipeline.result
+        counters = {c.key.metric.name: c.committed
+                    for c in result.metrics().query()["counters"]
+                    if c.key.metric.namespace == NAMESPACE}
+        dups = _read_and_remove(tmp / "_dups.json") or {}
+        stats = {s: _read_and_remove(tmp / f"_stats_{s}.json") for s in (TRAIN_DIR, EVAL_DIR)}
+        summary = {
+            "span": args.span.isoformat(),
+            "window": sorted({s for s, _ in files}),
+            "input_files": len(files),
+            "rows_in": counters.get("rows_in", 0),
+            "rows_empty_text": counters.get("rows_empty_text", 0),
+            "exact_duplicates": int(dups.get("exact", 0)),
+            "near_duplicates": int(dups.get("near", 0)),
+            "rows_train": stats[TRAIN_DIR]["rows"],
+            "rows_eval": stats[EVAL_DIR]["rows"],
+            "class_counts": {s: stats[s]["class_counts"] for s in (TRAIN_DIR, EVAL_DIR)},
+            "unlabelled": {s: stats[s]["unlabelled"] for s in (TRAIN_DIR, EVAL_DIR)},
+            "labels": {t: list(v) for t, v in C.TASKS.items()},
+            "eval_percent": args.eval_percent,
+            "seconds": round(time.time() - started, 1),
+            "runner": options.get_all_options().get("runner") or "DirectRunner",
+        }
+        write_json(tmp / SUMMARY_FILE, summary)
+    summary["output_dir"] = str(output)
+    log.info("text preprocess summary: %s", json.dumps(summary))
+    return summary
+
+
+def _read_and_remove(path: Path):
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    path.unlink()
+    return data
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO)
+    print(json.dumps(run(), indent=2))

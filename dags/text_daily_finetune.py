@@ -1,0 +1,174 @@
+"""Daily fine-tuning of the text model (sentiment + topic): validate -> preprocess ->
+finetune -> evaluate -> push.
+
+Same shape as `ctr_daily_retrain`: every task builds a spec and runs a step from
+`components/text/` in a child process, so TensorFlow, Keras, Beam and great-expectations
+never load into the scheduler or the DAG processor. The candidate is published only if the
+shared gate blesses it against the published model on the same eval texts and it serves
+raw strings in a fresh process. Load data with `retrain load-text` (raw/text/dt=D).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+from airflow.sdk import Asset, Param, dag, task
+
+MODEL_NAME = "text"
+FAMILY = "text"
+TEXT_MODEL = Asset(name="text_model", uri="file:///retrain/registry/text")
+DEFAULT_HOME = Path(__file__).resolve().parents[1] / "var"
+
+
+def _home() -> Path:
+    return Path(os.environ.get("RETRAIN_HOME") or DEFAULT_HOME).resolve()
+
+
+@dag(
+    dag_id="text_daily_finetune",
+    schedule="@daily",
+    start_date=dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 1, "retry_delay": dt.timedelta(minutes=1)},
+    tags=["retrain", "text"],
+    doc_md=__doc__,
+    params={
+        "span": Param(None, type=["null", "string"], format="date",
+                      description="Day of text to train on (YYYY-MM-DD). "
+                                  "Empty: the day before the run's logical date."),
+        "window_days": Param(3, type="integer", minimum=1, maximum=60,
+                             description="Days of labelled text read, ending at the span."),
+        "eval_percent": Param(20, type="integer", minimum=1, maximum=50,
+                              description="Share of distinct texts held out (stable hash)."),
+        "epochs": Param(3, type="integer", minimum=1, maximum=50,
+                        description="Maximum epochs (early stopping on the eval split)."),
+        "max_seq_length": Param(128, type="integer", minimum=8, maximum=512,
+                                description="Tokens per text, incl. [CLS]/[SEP]."),
+        "batch_size": Param(16, type="integer", minimum=1, maximum=1024),
+        "max_train_examples": Param(None, type=["null", "integer"], minimum=1,
+                                    description="Train on at most this many texts."),
+        "max_eval_examples": Param(None, type=["null", "integer"], minimum=1,
+                                   description="Evaluate on at most this many texts."),
+        "strategy": Param("default", enum=["default", "mirrored", "multi_worker_mirrored"],
+                          description="tf.distribute strategy of the fine-tuning step."),
+        "warm_start": Param(True, type="boolean",
+                            description="Start from the published text model when its "
+                                        "labels and sequence length match."),
+        "min_auc": Param(0.6, type="number", minimum=0, maximum=1,
+                         description="Mean per-task macro AUC a candidate must reach."),
+        "min_rows": Param(50, type="integer", minimum=1,
+                          description="Validation: fewest rows a span may have."),
+        "shadow": Param(None, type=["null", "boolean"],
+                        description="Train and evaluate but never publish. Empty: shadow for "
+                                    "backfill runs, publish for scheduled and manual runs."),
+        "force_bless_reason": Param(None, type=["null", "string"],
+                                    description="Publish even if the gate rejects; "
+                                                "the reason is recorded in the registry."),
+    },
+)
+def text_daily_finetune():
+    @task
+    def resolve_span(params=None, logical_date=None, dag_run=None, run_id=None) -> dict:
+        """Pin the span and the run's artifact folder once; every later task reads them."""
+        from components.common import paths
+        from components.common.spans import derive_span, is_shadow
+
+        span = derive_span(params.get("span"), logical_date, getattr(dag_run, "run_after", None))
+        home = _home()
+        return {"span": span.isoformat(), "home": str(home), "run_id": run_id,
+                "raw_root": str(home / "raw" / FAMILY),
+                "span_dir": str(paths.raw_span_dir(home, FAMILY, span)),
+                "run_dir": str(paths.run_dir(home, FAMILY, span, run_id)),
+                "shadow": is_shadow(params.get("shadow"), getattr(dag_run, "run_type", None))}
+
+    @task
+    def validate(ctx: dict, params=None) -> dict:
+        from components.common.launch import run_step
+        return run_step("components.text.validate", {
+            "span_dir": ctx["span_dir"], "out_dir": f"{ctx['run_dir']}/validation",
+            "min_rows": params["min_rows"]})
+
+    @task
+    def preprocess(ctx: dict, validation: dict, params=None) -> dict:
+        from components.common.launch import run_step
+        return run_step("components.text.preprocess", {
+            "raw_root": ctx["raw_root"], "span": ctx["span"],
+            "output_dir": f"{ctx['run_dir']}/preprocess",
+            "window_days": params["window_days"], "eval_percent": params["eval_percent"]})
+
+    @task
+    def finetune(ctx: dict, preprocessed: dict, params=None) -> dict:
+        from components.common.launch import run_step
+        from components.registry import Registry
+
+        warm = None
+        if params["warm_start"]:
+            registry = Registry(Path(ctx["home"]) / "registry")
+            current = registry.current(MODEL_NAME)
+            warm = current and str(registry.model_path(MODEL_NAME, current["version"]))
+        return run_step("components.text.train", {
+            "preprocess_dir": preprocessed["output_dir"], "out_dir": f"{ctx['run_dir']}/model",
+            "warm_start_model_dir": warm, "epochs": params["epochs"],
+            "batch_size": params["batch_size"], "max_seq_length": params["max_seq_length"],
+            "max_train_examples": params.get("max_train_examples"),
+            "max_eval_examples": params.get("max_eval_examples"),
+            "strategy": params["strategy"]})
+
+    @task
+    def evaluate(ctx: dict, preprocessed: dict, trained: dict, params=None) -> dict:
+        from components.common.launch import run_step
+        from components.registry import Registry
+
+        registry = Registry(Path(ctx["home"]) / "registry")
+        current = registry.current(MODEL_NAME)
+        baseline = str(registry.model_path(MODEL_NAME, current["version"])) if current else None
+        result = run_step("components.text.evaluate", {
+            "preprocess_dir": preprocessed["output_dir"],
+            "candidate_model_dir": trained["model_dir"], "baseline_model_dir": baseline,
+            "out_dir": f"{ctx['run_dir']}/evaluation", "min_auc": params["min_auc"],
+            "force_reason": params.get("force_bless_reason"),
+            "max_eval_examples": params.get("max_eval_examples")})
+        result["baseline_version"] = current and current["version"]
+        return result
+
+    @task(outlets=[TEXT_MODEL])
+    def push(ctx: dict, validation: dict, preprocessed: dict, trained: dict,
+             evaluation: dict, outlet_events=None, dag_run=None) -> dict:
+        """Publish a blessed candidate; a rejected one is recorded and left unpublished."""
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from components.push import publish_if_blessed
+
+        summary = publish_if_blessed(
+            model_name=MODEL_NAME, registry_root=f"{ctx['home']}/registry",
+            run_dir=ctx["run_dir"], dag_id=dag_run.dag_id, run_id=ctx["run_id"],
+            span=ctx["span"], span_dir=ctx["span_dir"], validation=validation,
+            preprocessed=preprocessed, trained=trained, evaluation=evaluation,
+            shadow=ctx["shadow"], serving_check_module="components.text.serving_check",
+            extra_metadata={"labels": trained["labels"],
+                            "max_seq_length": trained["max_seq_length"],
+                            "warm_start_from": trained.get("warm_start_from"),
+                            "base_checkpoint": trained.get("checkpoint")})
+        published = summary["published"]
+        if ctx["shadow"]:
+            raise AirflowSkipException("shadow run: evaluated, not published "
+                                       f"(blessed={evaluation['blessed']})")
+        if not published:
+            raise AirflowSkipException("candidate not blessed: " + "; ".join(evaluation["reasons"]))
+        outlet_events[TEXT_MODEL].extra = {
+            "model": MODEL_NAME, "version": published["version"], "span": ctx["span"],
+            "auc": published["auc"], "log_loss": published["log_loss"],
+            "run_id": ctx["run_id"], "code_version": summary["code_version"]}
+        return {"published": published, "blessed": True}
+
+    ctx = resolve_span()
+    checked = validate(ctx)
+    pre = preprocess(ctx, checked)
+    model = finetune(ctx, pre)
+    evaluation = evaluate(ctx, pre, model)
+    push(ctx, checked, pre, model, evaluation)
+
+
+text_daily_finetune()
