@@ -19,7 +19,7 @@ AIRFLOW_ENV := source scripts/airflow-env.sh &&
 # RETRAIN_AIRFLOW_HOME is set); redone whenever the venv is re-synced.
 AIRFLOW_STAMP := $(shell source scripts/airflow-env.sh && echo "$$AIRFLOW_HOME")/.migrated
 
-.PHONY: venv test airflow-init ui ui-components demo
+.PHONY: venv test test-server airflow-init ui ui-components demo
 
 ## venv: create $(VENV) if missing and sync it to requirements.lock (+ this repo, editable)
 venv: $(VENV)/.synced
@@ -43,6 +43,11 @@ $(VENV)/.synced: requirements.lock requirements-nodeps.txt pyproject.toml | $(UV
 ## test: the whole test suite
 test: venv
 	$(PY) -m pytest -q tests
+
+## test-server: Airflow for real (scheduler + API server on 127.0.0.1): a daily run and a
+## 3-day shadow backfill through the REST API, screenshots of the UI (about 8 min)
+test-server: venv
+	$(PY) -m pytest -q -m airflow_server tests
 
 ## airflow-init: (re)migrate the project-local Airflow metadata DB (SQLite) and create the pools
 airflow-init: venv

@@ -551,8 +551,12 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
                     next_ckpt += every
                 write_json(progress_file, {"step": step, "total_steps": total_steps,
                                            "loss": losses[-1][1] if losses else None})
-                log.info("step %d/%d loss %.4f%s", step, total_steps,
-                         losses[-1][1] if losses else float("nan"),
+                done, elapsed = step - resumed_from, time.time() - loop_started
+                rate = done / elapsed if elapsed > 0 and done > 0 else 0.0
+                eta = f"{(total_steps - step) / rate:.0f}s" if rate else "?"
+                log.info("step %d/%d loss %.4f, %.1f steps/s (%.0f examples/s), ETA %s%s",
+                         step, total_steps, losses[-1][1] if losses else float("nan"),
+                         rate, rate * spec.batch_size, eta,
                          " (checkpoint saved)" if every else "")
     except (tf.errors.UnavailableError, tf.errors.AbortedError,
             tf.errors.CancelledError) as e:

@@ -29,7 +29,7 @@ import pytest
 from components.ctr.generate import GenerateSpec, run as generate
 from components.registry import Registry
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.airflow_server]
 
 REPO = Path(__file__).resolve().parents[2]
 DAG_ID = "ctr_daily_retrain"
@@ -198,16 +198,19 @@ def _screenshots(server) -> None:
 
     api, base, port = server["api"], server["base"], server["port"]
     assets = api.call("GET", "/api/v2/assets?name_pattern=ctr_model")["assets"]
-    pages = {"airflow-grid.png": f"/dags/{DAG_ID}/grid",
+    pages = {"airflow-grid.png": f"/dags/{DAG_ID}",
              "airflow-asset.png": f"/assets/{assets[0]['id']}"}
     out = Path(os.environ.get("RETRAIN_SCREENSHOT_DIR") or base)
+    browser = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+               "--disable-background-networking", "--disable-component-update",
+               "--no-first-run", "--virtual-time-budget=20000", "--window-size=1600,1000"]
     for name, page in pages.items():
+        url = f"http://127.0.0.1:{port}{page}"
+        dom = subprocess.run([*browser, "--dump-dom", url], check=True, capture_output=True,
+                             text=True, timeout=180).stdout
+        assert "Page Not Found" not in dom and DAG_ID in dom, f"{url} did not render the page"
         shot = base / name
-        subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
-                        "--disable-background-networking", "--disable-component-update",
-                        "--no-first-run", "--virtual-time-budget=20000",
-                        f"--screenshot={shot}", "--window-size=1400,900",
-                        f"http://127.0.0.1:{port}{page}"],
+        subprocess.run([*browser, f"--screenshot={shot}", url],
                        check=True, capture_output=True, timeout=180)
         image = np.asarray(Image.open(shot).convert("L"), dtype=np.float64)
         assert image.std() > 10, f"{name} looks blank"
