@@ -44,6 +44,13 @@ def test_demo_runs_twice_and_keeps_the_registry_consistent(airflow_home, tmp_pat
             vdir = registry.model_path("ctr", v["version"])
             assert (vdir / "saved_model.pb").exists() and (vdir / "variables").is_dir()
             assert v["run_id"] and v["dag_id"] == "ctr_daily_retrain"
+        # "Which data and code made the serving model?" answered from the demo's output.
+        lineage = subprocess.run([RETRAIN, "lineage", "ctr", "--root", str(tmp_path / "registry")],
+                                 capture_output=True, text=True, timeout=120)
+        assert lineage.returncode == 0, lineage.stderr
+        current = registry.current("ctr")
+        for text in ("raw_span dt=", current["run_id"], current["code_version"], "fp="):
+            assert text in lineage.stdout, f"lineage lacks {text!r}:\n{lineage.stdout}"
     # Four DAG runs, each with its own artifact folder and summary.
     summaries = list((tmp_path / "runs" / "ctr").glob("dt=*/*/run_summary.json"))
     assert len(summaries) == 4
