@@ -28,6 +28,7 @@ def chain(registry: Registry, model: str, version: int | None = None) -> dict:
     records = meta.get("lineage") or (
         lineage.read_records(meta["run_dir"]) if meta.get("run_dir") else {})
     by_fp = {r["fingerprint"]: r for r in records.values() if r.get("fingerprint")}
+    seen: set[str] = set()   # an artifact read by two steps is shown in full once
     root_inputs = [records[n] for n in ("train", "evaluate", "validate") if n in records]
     if not records:
         root_inputs = [{"name": "model", "type": "model", "uri": meta.get("source_model_uri"),
@@ -41,7 +42,7 @@ def chain(registry: Registry, model: str, version: int | None = None) -> dict:
         "code_version": meta.get("code_version"), "data_span": meta.get("data_span"),
         "figures": {k: meta.get("metrics", {}).get(k) for k in ("auc", "log_loss")
                     if isinstance(meta.get("metrics"), dict)},
-        "inputs": [_expand(node, by_fp, set()) for node in root_inputs],
+        "inputs": [_expand(node, by_fp, seen) for node in root_inputs],
     }
 
 

@@ -175,6 +175,20 @@ def test_lineage_chain_from_registry_version_to_raw_partitions(tmp_path, airflow
     assert [r["name"] for r in pre_node["inputs"]] == ["dt=2026-11-01", "dt=2026-11-02"]
     assert pre_node["inputs"][1]["figures"]["rows"] == 9
 
+    # Evaluation reads the same model: it is shown in full once, then referred to.
+    evaluation = lineage.run_tracked(
+        "evaluate", "tests.evaluate", {"out": str(run_dir / "eval.json")}, home=str(tmp_path),
+        family="ctr", run_dir=str(run_dir), inputs=[trained["artifact"]], uri_key="out",
+        artifact_type="evaluation", reuse=False, runner=lambda module, spec: {"out": spec["out"]})
+    records = lineage.read_records(run_dir)
+    assert set(records) == {"preprocess", "train", "evaluate"}
+    from retrain.lineage import _expand
+    seen: set[str] = set()
+    first = _expand(records["train"], {r["fingerprint"]: r for r in records.values()}, seen)
+    again = _expand(records["evaluate"], {r["fingerprint"]: r for r in records.values()}, seen)
+    assert first["inputs"] and again["inputs"][0]["see_above"] is True
+    assert evaluation["artifact"]["type"] == "evaluation"
+
     text = render(tree)
     for needle in ("ctr v1", "git:abc", "run_a", "run_b", "dt=2026-11-01", "dt=2026-11-02",
                    pre["artifact"]["fingerprint"], "reused by"):
