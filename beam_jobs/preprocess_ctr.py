@@ -46,6 +46,7 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
+from beam_jobs.metrics import counters as beam_counters
 from components.common.spans import window
 from components.ctr import features as F
 from components.ctr.preprocess import (EVAL_DIR, REJECTED_DIR, SUMMARY_FILE, TRAIN_DIR,
@@ -497,9 +498,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                              | f"Write{split}" >> WriteTransformedShards(str(tmp / split)))
         result = pipeline.result
         # Committed values where the runner has them (DirectRunner, Dataflow, Flink).
-        counters = {c.key.metric.name: c.committed if c.committed is not None else c.attempted
-                    for c in result.metrics().query()["counters"]
-                    if c.key.metric.namespace == NAMESPACE}
+        counters = beam_counters(result, NAMESPACE)
         summary = {
             "span": args.span.isoformat(),
             "window": [d.isoformat() for d in files],

@@ -32,6 +32,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
+from beam_jobs.metrics import counters as beam_counters
 from components.common.spans import window
 from components.text import config as C
 from components.text.preprocess import EVAL_DIR, SUMMARY_FILE, TRAIN_DIR
@@ -231,9 +232,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                      | f"WriteStats{split}" >> beam.Map(
                          lambda s, name=split: write_json(tmp / f"_stats_{name}.json", s)))
         result = pipeline.result
-        counters = {c.key.metric.name: c.committed
-                    for c in result.metrics().query()["counters"]
-                    if c.key.metric.namespace == NAMESPACE}
+        counters = beam_counters(result, NAMESPACE)
         dups = _read_and_remove(tmp / "_dups.json") or {}
         stats = {s: _read_and_remove(tmp / f"_stats_{s}.json") for s in (TRAIN_DIR, EVAL_DIR)}
         summary = {

@@ -23,6 +23,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
+from beam_jobs.metrics import counters as beam_counters
 from beam_jobs.preprocess_text import normalize, window_files
 from components.text import config as C
 
@@ -125,9 +126,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                  | "ToJson" >> beam.Map(json.dumps)
                  | "Write" >> beam.io.WriteToText(str(tmp / "scores"), file_name_suffix=".jsonl",
                                                   num_shards=args.num_shards))
-        counters = {c.key.metric.name: c.committed
-                    for c in pipeline.result.metrics().query()["counters"]
-                    if c.key.metric.namespace == NAMESPACE}
+        counters = beam_counters(pipeline.result, NAMESPACE)
         summary = {"span": args.span.isoformat(), "window": sorted({s for s, _ in files}),
                    "model_dir": model_dir, "model_version": version,
                    "rows_scored": counters.get("rows_scored", 0),
