@@ -22,11 +22,14 @@ pipeline options alone:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import gzip
+import hashlib
 import io
 import json
 import logging
+import os
 import shutil
 import time
 import uuid
@@ -72,6 +75,9 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
                         "batch-wise (fastest); N: exactly N files via Beam's per-record sink")
     p.add_argument("--batch-size", type=int, default=4096,
                    help="rows per Arrow RecordBatch handed to tf.Transform")
+    p.add_argument("--analysis-cache-dir", default="",
+                   help="reuse tf.Transform analysis of day parts whose input and code did not "
+                        "change (fingerprint-keyed); empty: analyse the whole window every run")
     p.add_argument("--max-line-bytes", type=int, default=DEFAULT_MAX_LINE_BYTES,
                    help="a JSONL line longer than this is rejected as oversize (never held whole)")
     return p.parse_known_args(argv)
@@ -318,14 +324,8 @@ class ReadSplitBatches(beam.DoFn):
         self._schema = arrow_schema()
 
     def process(self, path: str):
-        if path.endswith(PARQUET_SUFFIXES):
-            batches = read_parquet_batches(path, self._batch_size)
-        elif path.endswith(JSONL_SUFFIXES):
-            batches = read_jsonl_batches(path, self._batch_size, self._max_line_bytes)
-        else:
-            raise ValueError(f"{path}: unknown input format (expected {PARQUET_SUFFIXES + JSONL_SUFFIXES})")
         is_span = f"dt={self._eval_span}" in path
-        for batch, rejects in batches:
+        for batch, rejects in read_batches(path, self._batch_size, self._max_line_bytes):
             self._rows_in.inc(batch.num_rows + len(rejects))
             if rejects:
                 self._rows_rejected.inc(len(rejects))
@@ -334,32 +334,81 @@ class ReadSplitBatches(beam.DoFn):
                     yield beam.pvalue.TaggedOutput(REJECTED_DIR, json.dumps(r, sort_keys=True))
             if not batch.num_rows:
                 continue
-            eval_mask = np.zeros(batch.num_rows, dtype=bool)
-            if is_span:
-                ids = batch.column(F.EXAMPLE_ID_KEY).to_pylist()
-                eval_mask = np.fromiter((F.is_eval(i, self._eval_percent) for i in ids),
-                                        dtype=bool, count=len(ids))
-            model_batch = self._to_model_batch(batch)
+            eval_mask = (held_out_mask(batch, self._eval_percent) if is_span
+                         else np.zeros(batch.num_rows, dtype=bool))
+            model_batch = to_model_batch(batch, self._schema)
             for split, mask in ((TRAIN_DIR, ~eval_mask), (EVAL_DIR, eval_mask)):
                 n = int(mask.sum())
                 if n:
                     self._rows[split].inc(n)
-                    part = model_batch if n == batch.num_rows else model_batch.filter(pa.array(mask))
-                    yield beam.pvalue.TaggedOutput(split, part)
+                    yield beam.pvalue.TaggedOutput(split, _select(model_batch, mask, n))
 
-    def _to_model_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        n = batch.num_rows
-        offsets = pa.array(np.arange(n + 1, dtype=np.int64))
-        arrays = []
-        for field in self._schema:
-            col = batch.column(field.name)
-            value_type = field.type.value_type
-            if pa.types.is_floating(value_type):
-                col = col.cast(value_type).fill_null(float("nan"))
-            else:
-                col = col.cast(value_type)
-            arrays.append(pa.LargeListArray.from_arrays(offsets, col))
-        return pa.RecordBatch.from_arrays(arrays, schema=self._schema)
+
+def read_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):
+    """(raw RecordBatch, [rejected record dicts]) per batch of one input file, by format."""
+    if path.endswith(PARQUET_SUFFIXES):
+        return read_parquet_batches(path, batch_size)
+    if path.endswith(JSONL_SUFFIXES):
+        return read_jsonl_batches(path, batch_size, max_line_bytes)
+    raise ValueError(f"{path}: unknown input format (expected {PARQUET_SUFFIXES + JSONL_SUFFIXES})")
+
+
+def held_out_mask(batch: pa.RecordBatch, eval_percent: int) -> np.ndarray:
+    """Rows whose stable example_id hash puts them in a day's held-out (eval) part."""
+    ids = batch.column(F.EXAMPLE_ID_KEY).to_pylist()
+    return np.fromiter((F.is_eval(i, eval_percent) for i in ids), dtype=bool, count=len(ids))
+
+
+def _select(batch: pa.RecordBatch, mask: np.ndarray, n: int) -> pa.RecordBatch:
+    return batch if n == batch.num_rows else batch.filter(pa.array(mask))
+
+
+def to_model_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """Raw rows -> the one-element-list columns tf.Transform's TFXIO adapter reads."""
+    offsets = pa.array(np.arange(batch.num_rows + 1, dtype=np.int64))
+    arrays = []
+    for field in schema:
+        col = batch.column(field.name)
+        value_type = field.type.value_type
+        if pa.types.is_floating(value_type):
+            col = col.cast(value_type).fill_null(float("nan"))
+        else:
+            col = col.cast(value_type)
+        arrays.append(pa.LargeListArray.from_arrays(offsets, col))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+# The two parts of a day for analysis: its held-out rows (the eval split while the day is
+# the newest span) and the rest. A day is analysed as `rest` while it is the newest span
+# and as both parts later, so each part's statistics can be cached and reused as-is.
+HELD_OUT, REST = "heldout", "rest"
+
+
+class ReadAnalysisParts(beam.DoFn):
+    """Read one input file for analysis: good rows, split into the day's held-out and rest
+    parts. Malformed records are skipped here; the transform read reports and counts them."""
+
+    def __init__(self, eval_percent: int, batch_size: int,
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):
+        self._eval_percent = eval_percent
+        self._batch_size = batch_size
+        self._max_line_bytes = max_line_bytes
+        self._rows = Metrics.counter(NAMESPACE, "rows_analysed")
+
+    def setup(self):
+        self._schema = arrow_schema()
+
+    def process(self, path: str, parts: list[str]):
+        for batch, _ in read_batches(path, self._batch_size, self._max_line_bytes):
+            if not batch.num_rows:
+                continue
+            held_out = held_out_mask(batch, self._eval_percent)
+            model_batch = to_model_batch(batch, self._schema)
+            for part, mask in ((HELD_OUT, held_out), (REST, ~held_out)):
+                n = int(mask.sum())
+                if n and part in parts:
+                    self._rows.inc(n)
+                    yield beam.pvalue.TaggedOutput(part, _select(model_batch, mask, n))
 
 
 class _WriteBundleShard(beam.DoFn):
@@ -439,6 +488,68 @@ class WriteTransformedShards(beam.PTransform):
                 | "Commit" >> beam.Map(_commit_shards, self._dir))
 
 
+@dataclasses.dataclass(frozen=True)
+class AnalysisSet:
+    """One cacheable unit of analysis: a part of a day's rows, keyed by what it depends on."""
+    day: dt.date
+    part: str        # HELD_OUT or REST
+    key: str         # tf.Transform DatasetKey: day, part, eval share and a fingerprint
+
+
+# Bump when parsing/cleaning changes which rows a file yields (it invalidates cached analyses).
+PARSER_VERSION = 1
+
+
+def analysis_sets(files: dict[dt.date, list[str]], span: dt.date, eval_percent: int,
+                  salt: str = "") -> list[AnalysisSet]:
+    """The datasets the window's analysis is made of: each older day whole (held-out + rest
+    parts), the newest span without its held-out (eval) rows.
+
+    A key changes when anything its statistics depend on changes: the day's input files
+    (name, size, modification time), the eval share, the parser and the transform code
+    (`salt`); so a cached entry is only ever reused for identical input and code.
+    """
+    sets = []
+    for day, paths in files.items():
+        meta = [m for r in FileSystems.match(paths) for m in r.metadata_list]
+        inputs = sorted((Path(m.path).name, m.size_in_bytes, m.last_updated_in_seconds)
+                        for m in meta)
+        for part in ((REST,) if day == span else (HELD_OUT, REST)):
+            digest = hashlib.sha256(json.dumps(
+                [PARSER_VERSION, salt, eval_percent, part, inputs]).encode()).hexdigest()[:16]
+            sets.append(AnalysisSet(day, part, f"{day.isoformat()}_{part}{eval_percent}_{digest}"))
+    return sets
+
+
+def transform_code_salt() -> str:
+    """Hash of the transform module's source: part of every analysis cache key."""
+    from components.ctr import transform
+    return hashlib.sha256(Path(transform.__file__).read_bytes()).hexdigest()[:16]
+
+
+def commit_analysis_cache(new_cache: Path, cache_dir: str) -> list[str]:
+    """Move freshly written per-dataset cache folders into the shared cache, each with one
+    rename; an existing entry (same key = same inputs and code) is kept. Returns the keys
+    added. Readers never see a half-written entry, and a failed run adds nothing."""
+    added = []
+    if not new_cache.is_dir():
+        return added
+    target = Path(cache_dir)
+    target.mkdir(parents=True, exist_ok=True)
+    for entry in sorted(new_cache.iterdir()):
+        final = target / entry.name
+        if final.exists():
+            continue
+        staging = target / f".tmp-{os.getpid()}-{entry.name}"
+        shutil.move(str(entry), staging)
+        try:
+            os.rename(staging, final)
+            added.append(entry.name)
+        except OSError:          # another run committed the same key first: identical
+            shutil.rmtree(staging, ignore_errors=True)
+    return added
+
+
 def tensor_adapter_config():
     from tensorflow_metadata.proto.v0 import schema_pb2
     from tfx_bsl.public import tfxio
@@ -449,6 +560,57 @@ def tensor_adapter_config():
         rep.dense_tensor.shape.CopyFrom(schema_pb2.FixedShape())
         reps[field.name] = rep
     return tfxio.TensorAdapterConfig(arrow_schema(), reps)
+
+
+_NEW_CACHE = "analysis_cache.new"
+
+
+def _analyze(pipeline, args, files, sets: list[AnalysisSet], preprocessing_fn, tmp: Path,
+             analysis: dict):
+    """tf.Transform analysis of the window as one dataset per day part, reading only the
+    parts the cache does not already hold; fills `analysis` with what came from where."""
+    import tensorflow_transform.beam as tft_beam
+    from tensorflow_transform.beam import analysis_graph_builder, analyzer_cache
+    from tfx_bsl.tfxio.tensor_adapter import TensorAdapter
+
+    config = tensor_adapter_config()
+    keys = {s.key: analyzer_cache.DatasetKey(s.key) for s in sets}
+    input_cache = {}
+    needed = set(keys.values())
+    if args.analysis_cache_dir and FileSystems.exists(args.analysis_cache_dir):
+        specs = TensorAdapter(config).OriginalTypeSpecs()
+        entry_keys = analysis_graph_builder.get_analysis_cache_entry_keys(
+            preprocessing_fn, specs, list(keys.values()), False)
+        input_cache = pipeline | "ReadAnalysisCache" >> analyzer_cache.ReadAnalysisCacheFromFS(
+            args.analysis_cache_dir, list(keys.values()), cache_entry_keys=entry_keys)
+        needed = set(analysis_graph_builder.get_analysis_dataset_keys(
+            preprocessing_fn, specs, list(keys.values()), input_cache, False))
+    data = {k: None for k in keys.values()}
+    for day, paths in files.items():
+        parts = [s for s in sets if s.day == day and keys[s.key] in needed]
+        if not parts:
+            continue
+        read = (pipeline
+                | f"AnalysisFiles[{day}]" >> beam.Create(paths)
+                | f"AnalysisReshuffle[{day}]" >> beam.Reshuffle()
+                | f"AnalysisRead[{day}]" >> beam.ParDo(
+                    ReadAnalysisParts(args.eval_percent, args.batch_size, args.max_line_bytes),
+                    parts=[s.part for s in parts]).with_outputs(HELD_OUT, REST))
+        for s in parts:
+            data[keys[s.key]] = read[s.part]
+    analysis.update({
+        "cache_dir": args.analysis_cache_dir or None,
+        "datasets": {s.key: ("computed" if keys[s.key] in needed else "cache") for s in sets}})
+    log.info("analysis: %d day part(s) computed, %d reused from the cache",
+             sum(v == "computed" for v in analysis["datasets"].values()),
+             sum(v == "cache" for v in analysis["datasets"].values()))
+    transform_fn, output_cache = ((data, input_cache, config)
+                                  | "Analyze" >> tft_beam.AnalyzeDatasetWithCache(preprocessing_fn,
+                                                                          pipeline=pipeline))
+    if args.analysis_cache_dir:
+        _ = output_cache | "WriteAnalysisCache" >> analyzer_cache.WriteAnalysisCacheToFS(
+            pipeline, str(tmp / _NEW_CACHE), list(keys.values()))
+    return transform_fn, output_cache
 
 
 def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
@@ -463,9 +625,18 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     options.view_as(SetupOptions).save_main_session = save_main_session
     started = time.time()
     output = Path(args.output_dir)
+    sets = analysis_sets(files, args.span, args.eval_percent, transform_code_salt())
+    analysis: dict = {}
     with atomic_dir(output) as tmp:
         with beam.Pipeline(options=options) as pipeline:
             with tft_beam.Context(temp_dir=str(tmp / "tft_tmp"), desired_batch_size=args.batch_size):
+                # Analysis reads the window once more instead of keeping the parsed
+                # rows until the statistics are known: the DirectRunner holds a PCollection
+                # that waits for a side input in memory, so that would make memory grow
+                # with the input; re-reading keeps it flat (and a cluster runner needs no
+                # shuffle of the whole window).
+                transform_fn, output_cache = _analyze(
+                    pipeline, args, files, sets, preprocessing_fn, tmp, analysis)
                 splits = (
                     pipeline
                     | "ListFiles" >> beam.Create([f for parts in files.values() for f in parts])
@@ -479,8 +650,6 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                 _ = splits[REJECTED_DIR] | "WriteRejected" >> beam.io.WriteToText(
                     str(tmp / REJECTED_DIR / "part"), file_name_suffix=".jsonl", num_shards=1)
                 config = tensor_adapter_config()
-                transform_fn = ((splits[TRAIN_DIR], config)
-                                | "Analyze" >> tft_beam.AnalyzeDataset(preprocessing_fn))
                 _ = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(
                     str(tmp / TRANSFORM_DIR))
                 for split in (TRAIN_DIR, EVAL_DIR):
@@ -520,6 +689,11 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
             raise RuntimeError(f"rows do not add up: {summary['rows_in']} read != "
                                f"{summary['rows_train']} train + {summary['rows_eval']} eval + "
                                f"{summary['rows_rejected']} rejected ({counters})")
+        if args.analysis_cache_dir:
+            analysis["cache_added"] = commit_analysis_cache(tmp / _NEW_CACHE,
+                                                             args.analysis_cache_dir)
+            shutil.rmtree(tmp / _NEW_CACHE, ignore_errors=True)
+        summary["analysis"] = {"rows_analysed": counters.get("rows_analysed", 0), **analysis}
         if summary["rows_rejected"]:
             log.warning("%d malformed record(s) rejected %s; see %s", summary["rows_rejected"],
                         summary["rejected_by_reason"], output / REJECTED_DIR)

@@ -149,7 +149,8 @@ def ctr_daily_retrain():
             "preprocess", "components.ctr.preprocess", {
                 "raw_root": ctx["raw_root"], "span": ctx["span"],
                 "output_dir": f"{ctx['run_dir']}/preprocess",
-                "window_days": params["window_days"], "eval_percent": params["eval_percent"]},
+                "window_days": params["window_days"], "eval_percent": params["eval_percent"],
+                "analysis_cache_dir": f"{ctx['home']}/cache/{MODEL_NAME}/tft_analysis"},
             home=ctx["home"], family=MODEL_NAME, run_dir=ctx["run_dir"],
             inputs=raw_span_refs(ctx["home"], MODEL_NAME, ctx["span"], params["window_days"]),
             uri_key="output_dir", artifact_type="transformed_examples",

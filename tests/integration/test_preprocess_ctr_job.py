@@ -9,6 +9,8 @@ preprocessed once in-process) as the reference every other run is compared with.
 from __future__ import annotations
 
 import gzip
+import os
+import time
 import json
 import shutil
 
@@ -159,3 +161,68 @@ def test_corrupted_input_in_two_processes_nothing_lost_same_outputs(home, prepro
     for split in ("train", "eval"):
         assert_same_rows(read_split(str(out), split),
                          read_split(preprocessed["output_dir"], split), exact=False)
+
+
+# ---- analysis cache: a daily run analyses only the day parts that are new, and its
+# outputs equal those of a full analysis of the window (`preprocessed` is the reference).
+
+def _run(home, span, out, cache):
+    from beam_jobs import preprocess_ctr
+    return preprocess_ctr.run(["--raw-root", str(home / "raw" / "ctr"), "--span", span,
+                               "--window-days", "2", "--eval-percent", str(EVAL_PERCENT),
+                               "--output-dir", str(out), "--analysis-cache-dir", str(cache)])
+
+
+def _sources(summary) -> dict[str, str]:
+    """{"2026-11-02_heldout": "cache", ...} without the fingerprint part of the keys."""
+    return {k.rsplit("_", 1)[0].replace(str(EVAL_PERCENT), ""): v
+            for k, v in summary["analysis"]["datasets"].items()}
+
+
+def test_daily_run_reuses_yesterdays_analysis_and_matches_a_full_one(home, preprocessed,
+                                                                      tmp_path):
+    cache = tmp_path / "cache"
+    yesterday = _run(home, "2026-11-02", tmp_path / "d1", cache)
+    assert set(_sources(yesterday).values()) == {"computed"}
+    assert len(list(cache.iterdir())) == 3     # 11-01 held-out + rest, 11-02 rest
+
+    today = _run(home, "2026-11-03", tmp_path / "d2", cache)
+    assert _sources(today) == {"2026-11-02_heldout": "computed", "2026-11-02_rest": "cache",
+                               "2026-11-03_rest": "computed"}
+    # Only the new parts were read for analysis: yesterday's held-out rows and today's
+    # training rows, far fewer than the window's training rows.
+    assert 0 < today["analysis"]["rows_analysed"] < today["rows_train"] * 0.75
+    assert today["rows_train"] == preprocessed["rows_train"]
+    for split in ("train", "eval"):
+        assert_same_rows(read_split(str(tmp_path / "d2"), split),
+                         read_split(preprocessed["output_dir"], split), exact=False)
+    vocab = "transform_fn_output/transform_fn/assets/category_id"
+    assert (tmp_path / "d2" / vocab).read_text() == (home / "pre" / vocab).read_text()
+
+    again = _run(home, "2026-11-03", tmp_path / "d3", cache)
+    assert set(_sources(again).values()) == {"cache"}
+    assert again["analysis"]["rows_analysed"] == 0
+    assert_same_rows(read_split(str(tmp_path / "d3"), "train"),
+                     read_split(str(tmp_path / "d2"), "train"), exact=True)
+    assert not [p for p in cache.iterdir() if p.name.startswith(".tmp")]
+
+
+def test_a_reuploaded_day_is_analysed_again(home, tmp_path):
+    import shutil
+    raw = tmp_path / "raw"
+    shutil.copytree(home / "raw" / "ctr", raw)
+    cache = tmp_path / "cache"
+
+    def run(out):
+        from beam_jobs import preprocess_ctr
+        return _sources(preprocess_ctr.run([
+            "--raw-root", str(raw), "--span", "2026-11-03", "--window-days", "1",
+            "--eval-percent", str(EVAL_PERCENT), "--output-dir", str(tmp_path / out),
+            "--analysis-cache-dir", str(cache)]))
+
+    assert run("a") == {"2026-11-03_rest": "computed"}
+    assert run("b") == {"2026-11-03_rest": "cache"}
+    part = next((raw / "dt=2026-11-03").glob("part-*"))
+    later = time.time() + 5
+    os.utime(part, (later, later))            # the producer rewrote the day
+    assert run("c") == {"2026-11-03_rest": "computed"}
