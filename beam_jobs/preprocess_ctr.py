@@ -75,6 +75,9 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
                         "batch-wise (fastest); N: exactly N files via Beam's per-record sink")
     p.add_argument("--batch-size", type=int, default=4096,
                    help="rows per Arrow RecordBatch handed to tf.Transform")
+    p.add_argument("--feature-config", default="",
+                   help="YAML/JSON feature config (columns, types, transforms, label); "
+                        "default: the generated demo logs' config")
     p.add_argument("--analysis-cache-dir", default="",
                    help="reuse tf.Transform analysis of day parts whose input and code did not "
                         "change (fingerprint-keyed); empty: analyse the whole window every run")
@@ -83,13 +86,28 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     return p.parse_known_args(argv)
 
 
-# Raw input columns the job needs (any other field of a record is ignored) and their kind.
-REQUIRED_COLUMNS: dict[str, str] = {
-    F.EXAMPLE_ID_KEY: "str",
-    **{k: "str" for k in [*F.HASHED_ID_FEATURES, *F.VOCAB_FEATURES]},
-    **{k: "int" for k in [*F.IDENTITY_FEATURES, F.LABEL_KEY]},
-    **{k: "float" for k in F.NUMERIC_FEATURES},   # null / missing allowed: becomes NaN
-}
+@dataclasses.dataclass(frozen=True)
+class RawLayout:
+    """The raw columns the job reads, from the feature config (any other field of a
+    record is ignored): kind "str", "int", "float" (null allowed: becomes NaN) or
+    "str_list" (a JSON array of strings; null or missing: no values)."""
+    columns: tuple[tuple[str, str], ...]
+    label: str
+    example_id: str
+
+    @classmethod
+    def of(cls, cfg) -> "RawLayout":
+        return cls(tuple(cfg.raw_columns().items()), cfg.label, cfg.example_id)
+
+    @property
+    def kinds(self) -> dict[str, str]:
+        return dict(self.columns)
+
+
+def default_layout() -> RawLayout:
+    from components.ctr import feature_config
+    return RawLayout.of(feature_config.default())
+
 # Input formats, chosen by file extension.
 PARQUET_SUFFIXES = (".parquet",)
 JSONL_SUFFIXES = (".jsonl.gz", ".json.gz", ".jsonl", ".json")
@@ -119,20 +137,26 @@ def window_files(raw_root: str | Path, span: dt.date, days: int) -> dict[dt.date
     return files
 
 
-def arrow_schema() -> pa.Schema:
-    """Each raw column as a one-element list, the shape TFXIO's dense adapter expects."""
-    types = {k: pa.large_binary() for k in [*F.HASHED_ID_FEATURES, *F.VOCAB_FEATURES]}
-    types.update({k: pa.int64() for k in [*F.IDENTITY_FEATURES, F.LABEL_KEY]})
-    types.update({k: pa.float32() for k in F.NUMERIC_FEATURES})
-    return pa.schema([(k, pa.large_list(t)) for k, t in types.items()])
+_MODEL_VALUE_TYPE = {"str": pa.large_binary(), "int": pa.int64(), "float": pa.float32(),
+                     "str_list": pa.large_binary()}
 
 
-_ARROW_OF_KIND = {"str": pa.large_string(), "int": pa.int64(), "float": pa.float32()}
+def arrow_schema(layout: RawLayout | None = None) -> pa.Schema:
+    """The model's raw columns (all but the example id) as lists: scalars as one-element
+    lists (TFXIO's dense adapter), multi-valued columns as variable-length lists."""
+    layout = layout or default_layout()
+    return pa.schema([(k, pa.large_list(_MODEL_VALUE_TYPE[kind])) for k, kind in layout.columns
+                      if k != layout.example_id])
 
 
-def raw_schema() -> pa.Schema:
+_ARROW_OF_KIND = {"str": pa.large_string(), "int": pa.int64(), "float": pa.float32(),
+                  "str_list": pa.large_list(pa.large_string())}
+
+
+def raw_schema(layout: RawLayout | None = None) -> pa.Schema:
     """Flat schema of parsed raw rows (before the split and the list wrapping)."""
-    return pa.schema([(k, _ARROW_OF_KIND[kind]) for k, kind in REQUIRED_COLUMNS.items()])
+    layout = layout or default_layout()
+    return pa.schema([(k, _ARROW_OF_KIND[kind]) for k, kind in layout.columns])
 
 
 def _reject(reason: str, detail: str, source: str, line: int, offset: int | None,
@@ -143,30 +167,33 @@ def _reject(reason: str, detail: str, source: str, line: int, offset: int | None
             "offset": offset, "record": record[:_SAMPLE_CHARS]}
 
 
-def check_record(obj) -> tuple[str, str] | None:
+def check_record(obj, layout: RawLayout | None = None) -> tuple[str, str] | None:
     """(reason, detail) if a decoded JSON record cannot be a training row, else None.
 
     Strict on purpose: a string where a number belongs (or the reverse) is a producer bug
     that should be seen in the dead-letter output, not silently coerced.
     """
+    layout = layout or default_layout()
     if not isinstance(obj, dict):
         return "not_an_object", f"a JSON {type(obj).__name__}, not an object"
-    for key, kind in REQUIRED_COLUMNS.items():
+    for key, kind in layout.columns:
         value = obj.get(key)
         if value is None:
-            if kind == "float":
+            if kind in ("float", "str_list"):
                 continue
             return "missing_field", f"{key} is missing or null"
         if kind == "str":
             ok = isinstance(value, str)
         elif kind == "int":
             ok = type(value) is int and -2**63 <= value < 2**63
+        elif kind == "str_list":
+            ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
         else:
             ok = type(value) in (int, float)
         if not ok:
             return "wrong_type", f"{key}: expected {kind}, got {type(value).__name__} {value!r:.40}"
-    if obj[F.LABEL_KEY] not in (0, 1):
-        return "bad_value", f"{F.LABEL_KEY} must be 0 or 1, got {obj[F.LABEL_KEY]!r:.40}"
+    if obj[layout.label] not in (0, 1):
+        return "bad_value", f"{layout.label} must be 0 or 1, got {obj[layout.label]!r:.40}"
     return None
 
 
@@ -179,20 +206,22 @@ def _open(path: str):
     return raw
 
 
-def read_jsonl_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):
+def read_jsonl_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+                       layout: RawLayout | None = None):
     """Yield (raw RecordBatch, [rejected record dicts]) per `batch_size` lines of a JSONL file.
 
     Line numbers are 1-based, offsets are byte offsets in the (uncompressed) stream.
     Blank lines are not records and are skipped. A truncated or corrupt gzip stream
     raises IOError naming the file: a partial read is never passed off as the whole file.
     """
-    columns = {k: [] for k in REQUIRED_COLUMNS}
+    layout = layout or default_layout()
+    columns = {k: [] for k, _ in layout.columns}
     rejects: list[dict] = []
     n_lines = 0
     offset = lineno = 0
     decode = json.JSONDecoder().decode
-    schema = raw_schema()
-    items = list(REQUIRED_COLUMNS.items())
+    schema = raw_schema(layout)
+    items = list(layout.columns)
     nan = float("nan")
 
     def flush():
@@ -200,7 +229,7 @@ def read_jsonl_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT
         batch = pa.RecordBatch.from_arrays(
             [pa.array(columns[k], type=f.type) for k, f in zip(columns, schema)], schema=schema)
         out = (batch, rejects)
-        columns, rejects, n_lines = {k: [] for k in REQUIRED_COLUMNS}, [], 0
+        columns, rejects, n_lines = {k: [] for k, _ in layout.columns}, [], 0
         return out
 
     try:
@@ -223,7 +252,7 @@ def read_jsonl_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT
                                            f"{max_line_bytes}", path, lineno, start, head))
                     n_lines += 1
                 else:
-                    n_lines += _parse_line(line, path, lineno, start, decode, items, columns,
+                    n_lines += _parse_line(line, path, lineno, start, decode, layout, columns,
                                            rejects, nan)
                 if n_lines >= batch_size:
                     yield flush()
@@ -234,7 +263,7 @@ def read_jsonl_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT
         yield flush()
 
 
-def _parse_line(line: bytes, path, lineno, start, decode, items, columns, rejects, nan) -> int:
+def _parse_line(line: bytes, path, lineno, start, decode, layout, columns, rejects, nan) -> int:
     """Parse one line into `columns` or `rejects`; return 1 if it was a record, 0 if blank."""
     try:
         text = line.decode("utf-8")
@@ -254,32 +283,36 @@ def _parse_line(line: bytes, path, lineno, start, decode, items, columns, reject
         rejects.append(_reject("truncated_record" if truncated else "bad_json", str(e),
                                path, lineno, start, text))
         return 1
-    problem = check_record(obj)
+    problem = check_record(obj, layout)
     if problem:
         rejects.append(_reject(*problem, path, lineno, start, text))
         return 1
-    for key, kind in items:
+    for key, kind in layout.columns:
         value = obj.get(key)
-        columns[key].append(nan if value is None else value)
+        if value is None:
+            value = nan if kind == "float" else []
+        columns[key].append(value)
     return 1
 
 
-def read_parquet_batches(path: str, batch_size: int):
+def read_parquet_batches(path: str, batch_size: int, layout: RawLayout | None = None):
     """Yield (raw RecordBatch, [rejected record dicts]) per Parquet batch.
 
     A row with a null in a required column is rejected (its 1-based row number in the
     file is its `line`); a column of the wrong type makes the whole file unusable, so
     the job fails naming the file and column.
     """
-    schema = raw_schema()
+    layout = layout or default_layout()
+    kinds = layout.kinds
+    schema = raw_schema(layout)
     row0 = 0
     with _open(path) as stream:
         pf = pq.ParquetFile(stream)
         names = set(pf.schema_arrow.names)
-        missing = [k for k in REQUIRED_COLUMNS if k not in names]
+        missing = [k for k in kinds if k not in names]
         if missing:
             raise ValueError(f"{path}: required column(s) {missing} not in the file")
-        for batch in pf.iter_batches(batch_size=batch_size, columns=list(REQUIRED_COLUMNS)):
+        for batch in pf.iter_batches(batch_size=batch_size, columns=list(kinds)):
             arrays = []
             for field in schema:
                 try:
@@ -289,7 +322,7 @@ def read_parquet_batches(path: str, batch_size: int):
                                      f"{batch.column(field.name).type} is not {field.type}: {e}")
             bad = None
             for field, arr in zip(schema, arrays):
-                if REQUIRED_COLUMNS[field.name] != "float" and arr.null_count:
+                if kinds[field.name] not in ("float", "str_list") and arr.null_count:
                     nulls = arr.is_null()
                     bad = nulls if bad is None else pc.or_(bad, nulls)
             rejects = []
@@ -297,7 +330,8 @@ def read_parquet_batches(path: str, batch_size: int):
             if bad is not None:
                 bad_rows = np.flatnonzero(bad.to_numpy(zero_copy_only=False))
                 for i, row in zip(bad_rows, table.take(pa.array(bad_rows)).to_pylist()):
-                    nulls = [k for k, v in row.items() if v is None and REQUIRED_COLUMNS[k] != "float"]
+                    nulls = [k for k, v in row.items()
+                             if v is None and kinds[k] not in ("float", "str_list")]
                     rejects.append(_reject("missing_field", f"{', '.join(nulls)} null", path,
                                            row0 + int(i) + 1, None, json.dumps(row, default=str)))
                 table = table.filter(pc.invert(bad))
@@ -310,22 +344,24 @@ class ReadSplitBatches(beam.DoFn):
     train/eval RecordBatches, malformed records to the `rejected` output as JSON lines."""
 
     def __init__(self, eval_span: str, eval_percent: int, batch_size: int,
-                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, layout: RawLayout | None = None):
         self._eval_span = eval_span
         self._eval_percent = eval_percent
         self._batch_size = batch_size
         self._max_line_bytes = max_line_bytes
+        self._layout = layout or default_layout()
         self._rows_in = Metrics.counter(NAMESPACE, "rows_in")
         self._rows = {s: Metrics.counter(NAMESPACE, f"rows_{s}") for s in (TRAIN_DIR, EVAL_DIR)}
         self._rows_rejected = Metrics.counter(NAMESPACE, "rows_rejected")
         self._by_reason = {r: Metrics.counter(NAMESPACE, f"rejected_{r}") for r in REJECT_REASONS}
 
     def setup(self):
-        self._schema = arrow_schema()
+        self._schema = arrow_schema(self._layout)
 
     def process(self, path: str):
         is_span = f"dt={self._eval_span}" in path
-        for batch, rejects in read_batches(path, self._batch_size, self._max_line_bytes):
+        for batch, rejects in read_batches(path, self._batch_size, self._max_line_bytes,
+                                           self._layout):
             self._rows_in.inc(batch.num_rows + len(rejects))
             if rejects:
                 self._rows_rejected.inc(len(rejects))
@@ -334,7 +370,7 @@ class ReadSplitBatches(beam.DoFn):
                     yield beam.pvalue.TaggedOutput(REJECTED_DIR, json.dumps(r, sort_keys=True))
             if not batch.num_rows:
                 continue
-            eval_mask = (held_out_mask(batch, self._eval_percent) if is_span
+            eval_mask = (held_out_mask(batch, self._eval_percent, self._layout) if is_span
                          else np.zeros(batch.num_rows, dtype=bool))
             model_batch = to_model_batch(batch, self._schema)
             for split, mask in ((TRAIN_DIR, ~eval_mask), (EVAL_DIR, eval_mask)):
@@ -344,18 +380,19 @@ class ReadSplitBatches(beam.DoFn):
                     yield beam.pvalue.TaggedOutput(split, _select(model_batch, mask, n))
 
 
-def read_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):
+def read_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+                 layout: RawLayout | None = None):
     """(raw RecordBatch, [rejected record dicts]) per batch of one input file, by format."""
     if path.endswith(PARQUET_SUFFIXES):
-        return read_parquet_batches(path, batch_size)
+        return read_parquet_batches(path, batch_size, layout)
     if path.endswith(JSONL_SUFFIXES):
-        return read_jsonl_batches(path, batch_size, max_line_bytes)
+        return read_jsonl_batches(path, batch_size, max_line_bytes, layout)
     raise ValueError(f"{path}: unknown input format (expected {PARQUET_SUFFIXES + JSONL_SUFFIXES})")
 
 
-def held_out_mask(batch: pa.RecordBatch, eval_percent: int) -> np.ndarray:
-    """Rows whose stable example_id hash puts them in a day's held-out (eval) part."""
-    ids = batch.column(F.EXAMPLE_ID_KEY).to_pylist()
+def held_out_mask(batch: pa.RecordBatch, eval_percent: int, layout: RawLayout) -> np.ndarray:
+    """Rows whose stable example-id hash puts them in a day's held-out (eval) part."""
+    ids = batch.column(layout.example_id).to_pylist()
     return np.fromiter((F.is_eval(i, eval_percent) for i in ids), dtype=bool, count=len(ids))
 
 
@@ -364,12 +401,19 @@ def _select(batch: pa.RecordBatch, mask: np.ndarray, n: int) -> pa.RecordBatch:
 
 
 def to_model_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """Raw rows -> the one-element-list columns tf.Transform's TFXIO adapter reads."""
+    """Raw rows -> the list columns tf.Transform's TFXIO adapter reads (scalars wrapped in
+    one-element lists; multi-valued columns as they are, a null as an empty list)."""
     offsets = pa.array(np.arange(batch.num_rows + 1, dtype=np.int64))
     arrays = []
     for field in schema:
         col = batch.column(field.name)
         value_type = field.type.value_type
+        if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+            col = col.cast(pa.large_list(pa.large_string()))
+            if col.null_count:
+                col = pc.if_else(col.is_null(), pa.scalar([], col.type), col)
+            arrays.append(col.cast(field.type))
+            continue
         if pa.types.is_floating(value_type):
             col = col.cast(value_type).fill_null(float("nan"))
         else:
@@ -389,20 +433,21 @@ class ReadAnalysisParts(beam.DoFn):
     parts. Malformed records are skipped here; the transform read reports and counts them."""
 
     def __init__(self, eval_percent: int, batch_size: int,
-                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, layout: RawLayout | None = None):
         self._eval_percent = eval_percent
         self._batch_size = batch_size
         self._max_line_bytes = max_line_bytes
+        self._layout = layout or default_layout()
         self._rows = Metrics.counter(NAMESPACE, "rows_analysed")
 
     def setup(self):
-        self._schema = arrow_schema()
+        self._schema = arrow_schema(self._layout)
 
     def process(self, path: str, parts: list[str]):
-        for batch, _ in read_batches(path, self._batch_size, self._max_line_bytes):
+        for batch, _ in read_batches(path, self._batch_size, self._max_line_bytes, self._layout):
             if not batch.num_rows:
                 continue
-            held_out = held_out_mask(batch, self._eval_percent)
+            held_out = held_out_mask(batch, self._eval_percent, self._layout)
             model_batch = to_model_batch(batch, self._schema)
             for part, mask in ((HELD_OUT, held_out), (REST, ~held_out)):
                 n = int(mask.sum())
@@ -550,30 +595,37 @@ def commit_analysis_cache(new_cache: Path, cache_dir: str) -> list[str]:
     return added
 
 
-def tensor_adapter_config():
+def tensor_adapter_config(layout: RawLayout | None = None):
+    """Scalar columns as dense tensors, multi-valued ones as SparseTensors (VarLen)."""
     from tensorflow_metadata.proto.v0 import schema_pb2
     from tfx_bsl.public import tfxio
+    layout = layout or default_layout()
+    kinds = layout.kinds
+    schema = arrow_schema(layout)
     reps = {}
-    for field in arrow_schema():
+    for field in schema:
         rep = schema_pb2.TensorRepresentation()
-        rep.dense_tensor.column_name = field.name
-        rep.dense_tensor.shape.CopyFrom(schema_pb2.FixedShape())
+        if kinds[field.name] == "str_list":
+            rep.varlen_sparse_tensor.column_name = field.name
+        else:
+            rep.dense_tensor.column_name = field.name
+            rep.dense_tensor.shape.CopyFrom(schema_pb2.FixedShape())
         reps[field.name] = rep
-    return tfxio.TensorAdapterConfig(arrow_schema(), reps)
+    return tfxio.TensorAdapterConfig(schema, reps)
 
 
 _NEW_CACHE = "analysis_cache.new"
 
 
 def _analyze(pipeline, args, files, sets: list[AnalysisSet], preprocessing_fn, tmp: Path,
-             analysis: dict):
+             analysis: dict, layout: RawLayout):
     """tf.Transform analysis of the window as one dataset per day part, reading only the
     parts the cache does not already hold; fills `analysis` with what came from where."""
     import tensorflow_transform.beam as tft_beam
     from tensorflow_transform.beam import analysis_graph_builder, analyzer_cache
     from tfx_bsl.tfxio.tensor_adapter import TensorAdapter
 
-    config = tensor_adapter_config()
+    config = tensor_adapter_config(layout)
     keys = {s.key: analyzer_cache.DatasetKey(s.key) for s in sets}
     input_cache = {}
     needed = set(keys.values())
@@ -594,7 +646,8 @@ def _analyze(pipeline, args, files, sets: list[AnalysisSet], preprocessing_fn, t
                 | f"AnalysisFiles[{day}]" >> beam.Create(paths)
                 | f"AnalysisReshuffle[{day}]" >> beam.Reshuffle()
                 | f"AnalysisRead[{day}]" >> beam.ParDo(
-                    ReadAnalysisParts(args.eval_percent, args.batch_size, args.max_line_bytes),
+                    ReadAnalysisParts(args.eval_percent, args.batch_size, args.max_line_bytes,
+                                      layout),
                     parts=[s.part for s in parts]).with_outputs(HELD_OUT, REST))
         for s in parts:
             data[keys[s.key]] = read[s.part]
@@ -617,15 +670,20 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     """Build and run the pipeline; return (and write) the run summary."""
     import tensorflow_transform.beam as tft_beam
     from components.common.atomic import atomic_dir, write_json
-    from components.ctr.transform import preprocessing_fn
+    from components.ctr import feature_config
+    from components.ctr.transform import make_preprocessing_fn
 
     args, beam_args = parse_args(argv)
+    cfg = feature_config.load_for(args.feature_config)
+    layout = RawLayout.of(cfg)
+    preprocessing_fn = make_preprocessing_fn(cfg)
     files = window_files(args.raw_root, args.span, args.window_days)
     options = PipelineOptions(beam_args)
     options.view_as(SetupOptions).save_main_session = save_main_session
     started = time.time()
     output = Path(args.output_dir)
-    sets = analysis_sets(files, args.span, args.eval_percent, transform_code_salt())
+    sets = analysis_sets(files, args.span, args.eval_percent,
+                         transform_code_salt() + cfg.fingerprint())
     analysis: dict = {}
     with atomic_dir(output) as tmp:
         with beam.Pipeline(options=options) as pipeline:
@@ -636,20 +694,20 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                 # with the input; re-reading keeps it flat (and a cluster runner needs no
                 # shuffle of the whole window).
                 transform_fn, output_cache = _analyze(
-                    pipeline, args, files, sets, preprocessing_fn, tmp, analysis)
+                    pipeline, args, files, sets, preprocessing_fn, tmp, analysis, layout)
                 splits = (
                     pipeline
                     | "ListFiles" >> beam.Create([f for parts in files.values() for f in parts])
                     | "Reshuffle" >> beam.Reshuffle()
                     | "ReadSplit" >> beam.ParDo(
                         ReadSplitBatches(args.span.isoformat(), args.eval_percent,
-                                         args.batch_size, args.max_line_bytes)
+                                         args.batch_size, args.max_line_bytes, layout)
                     ).with_outputs(TRAIN_DIR, EVAL_DIR, REJECTED_DIR))
                 # Dead letters: one JSON object per rejected record (reason, detail,
                 # source file, line, byte offset, the record's text up to 2 KiB).
                 _ = splits[REJECTED_DIR] | "WriteRejected" >> beam.io.WriteToText(
                     str(tmp / REJECTED_DIR / "part"), file_name_suffix=".jsonl", num_shards=1)
-                config = tensor_adapter_config()
+                config = tensor_adapter_config(layout)
                 _ = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(
                     str(tmp / TRANSFORM_DIR))
                 for split in (TRAIN_DIR, EVAL_DIR):
@@ -680,6 +738,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                                    if counters.get(f"rejected_{r}")},
             "rejected_dir": REJECTED_DIR,
             "eval_percent": args.eval_percent,
+            "feature_config": {"name": cfg.name, "fingerprint": cfg.fingerprint()[:16],
+                               "source": args.feature_config or "default"},
             "seconds": round(time.time() - started, 1),
             "runner": options.get_all_options().get("runner") or "DirectRunner",
         }
@@ -698,6 +758,9 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
             log.warning("%d malformed record(s) rejected %s; see %s", summary["rows_rejected"],
                         summary["rejected_by_reason"], output / REJECTED_DIR)
         shutil.rmtree(tmp / "tft_tmp", ignore_errors=True)
+        # Training and serving read the features from here, never from a config path
+        # that may have changed since.
+        write_json(tmp / feature_config.FEATURE_CONFIG_FILE, cfg.to_dict())
         write_json(tmp / SUMMARY_FILE, summary)
     summary["output_dir"] = str(output)
     log.info("preprocess summary: %s", json.dumps(summary))

@@ -50,15 +50,33 @@ PRIO = "__priority"
 STATS_VERSION = 1
 _TWO64 = float(2 ** 64)
 
-# Columns summarised as categories (top values + distinct count): the string columns
-# and the small-integer identity features. The label gets a top-k too (its domain).
-TOPK_COLUMNS = ["user_id", "item_id", "category_id", "device", *F.IDENTITY_FEATURES,
-                F.LABEL_KEY]
-DISTINCT_COLUMNS = [*F.RAW_STRING_COLUMNS, *F.IDENTITY_FEATURES, F.LABEL_KEY]
+# Columns summarised as categories (top values + distinct count) for the generated logs:
+# the string columns and the small-integer identity features. The label gets a top-k too
+# (its domain). Other logs: `column_roles(feature config)`.
+TOPK_COLUMNS = ("user_id", "item_id", "category_id", "device", *F.IDENTITY_FEATURES,
+                F.LABEL_KEY)
+DISTINCT_COLUMNS = (*F.RAW_STRING_COLUMNS, *F.IDENTITY_FEATURES, F.LABEL_KEY)
+
+
+def column_roles(fc) -> dict:
+    """StatsConfig fields for a feature config: single-valued categorical and text
+    columns and the label get top values and distinct counts; the example id a distinct
+    count (duplicates, overlap with the previous span); lists only counts and nulls."""
+    kinds = fc.raw_columns()
+    cats = [f.name for f in fc.features if f.kind in ("categorical", "text")]
+    return {"topk_columns": (*cats, fc.label),
+            "distinct_columns": (fc.example_id, *cats, fc.label),
+            "example_id": fc.example_id, "label": fc.label,
+            "columns": tuple(kinds.items())}
 
 
 @dataclasses.dataclass(frozen=True)
 class StatsConfig:
+    topk_columns: tuple = TOPK_COLUMNS
+    distinct_columns: tuple = DISTINCT_COLUMNS
+    example_id: str = F.EXAMPLE_ID_KEY
+    label: str = F.LABEL_KEY
+    columns: tuple = ()   # (name, kind) read from JSONL parts; () = generated logs' config
     sample_rows: int = 10_000  # reservoir sample of raw rows
     quantile_sample: int = 8192  # values kept per numeric column for quantiles
     kmv_k: int = 16_384  # distinct-count sketch size (relative error about 1/sqrt(k))
@@ -256,15 +274,15 @@ def batch_partial(batch: pa.RecordBatch, part: str, key: str, cfg: StatsConfig) 
             vprio = prio[mask]
             keep = _bottom(vprio, cfg.quantile_sample)
             c.q_prio, c.q_vals = vprio[keep], vals[keep]
-        if name in TOPK_COLUMNS and c.nulls < n:
+        if name in cfg.topk_columns and c.nulls < n:
             vc = pc.value_counts(arr.drop_null())
             values = vc.field("values").to_pylist()
             counts = vc.field("counts").to_pylist()
             c.top, c.top_dec = _mg_reduce(dict(zip(values, counts)), cfg.topk_capacity)
-        if name in DISTINCT_COLUMNS:
+        if name in cfg.distinct_columns:
             h = _hash_values(arr)
             c.kmv = np.unique(h)[:cfg.kmv_k]
-            if name == F.EXAMPLE_ID_KEY:
+            if name == cfg.example_id:
                 fingerprint = int(h.sum(dtype=np.uint64))
         p.cols[name] = c
     p.parts[part] = {"rows": n, "fingerprint": fingerprint, "schema": schema}
@@ -299,14 +317,27 @@ class SpanStatsFn(beam.CombineFn):
 
 
 class ReadBatches(beam.DoFn):
-    """(file, row group) -> (file name, batch key, Arrow record batch)."""
+    """(file, row group) -> (file name, batch key, Arrow record batch). JSONL parts (row
+    group -1) are read whole with the preprocessing job's reader and the config's columns
+    (malformed lines are left out here; preprocessing reports them)."""
 
-    def __init__(self, batch_size: int):
+    def __init__(self, batch_size: int, columns: tuple = (), label: str = F.LABEL_KEY,
+                 example_id: str = F.EXAMPLE_ID_KEY):
         self.batch_size = batch_size
+        self.columns, self.label, self.example_id = columns, label, example_id
         self.rows = beam.metrics.Metrics.counter("span_stats", "rows_read")
 
     def process(self, item):
         path, row_group = item
+        if row_group < 0:
+            from beam_jobs.preprocess_ctr import RawLayout, default_layout, read_jsonl_batches
+            layout = (RawLayout(self.columns, self.label, self.example_id) if self.columns
+                      else default_layout())
+            for i, (batch, _) in enumerate(read_jsonl_batches(path, self.batch_size,
+                                                              layout=layout)):
+                self.rows.inc(batch.num_rows)
+                yield Path(path).name, f"{Path(path).name}:{i}", batch
+            return
         pf = pq.ParquetFile(path)
         for i, batch in enumerate(pf.iter_batches(batch_size=self.batch_size,
                                                   row_groups=[row_group])):
@@ -345,11 +376,11 @@ def finalize(acc: Partial, cfg: StatsConfig, span_dir: str) -> tuple[dict, pa.Ta
             d["distinct"] = est
             d["distinct_exact"] = exact
         columns[name] = d
-    label = columns.get(F.LABEL_KEY, {}).get("numeric")
+    label = columns.get(cfg.label, {}).get("numeric")
     parts = [{"file": f, "rows": p["rows"], "fingerprint": f"{p['fingerprint']:016x}",
               "schema": p["schema"]} for f, p in sorted(acc.parts.items())]
     span_fp = sum(p["fingerprint"] for p in acc.parts.values()) % 2 ** 64
-    ex = acc.cols.get(F.EXAMPLE_ID_KEY)
+    ex = acc.cols.get(cfg.example_id)
     stats = {
         "stats_version": STATS_VERSION,
         "span_dir": str(span_dir),
@@ -387,10 +418,13 @@ def kmv_overlap(a_hex: list[str], b_hex: list[str], k: int) -> float | None:
 
 
 def work_items(span_dir: Path) -> list[tuple[str, int]]:
+    """(part, row group) for Parquet parts; (part, -1) for JSONL parts, read whole."""
+    from beam_jobs.preprocess_ctr import JSONL_SUFFIXES
+    jsonl = sorted(p for p in span_dir.glob("part-*") if p.name.endswith(JSONL_SUFFIXES))
     parts = sorted(span_dir.glob(PART_GLOB))
-    if not parts:
-        raise FileNotFoundError(f"no {PART_GLOB} files in {span_dir}")
-    items = []
+    if not parts and not jsonl:
+        raise FileNotFoundError(f"no {PART_GLOB} or part-*.jsonl[.gz] files in {span_dir}")
+    items = [(str(p), -1) for p in jsonl]
     for p in parts:
         try:
             n = pq.ParquetFile(p).metadata.num_row_groups
@@ -433,6 +467,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--top-k", type=int, default=d.top_k, help="top values reported")
     p.add_argument("--batch-size", type=int, default=d.batch_size, help="rows per Arrow batch")
     p.add_argument("--seed", type=int, default=d.seed, help="seed of the sample priorities")
+    p.add_argument("--feature-config", default="",
+                   help="YAML/JSON feature config naming the columns (default: generated logs)")
     return p.parse_known_args(argv)
 
 
@@ -440,7 +476,8 @@ def build(pipeline, span_dir: str, output_dir: str, cfg: StatsConfig):
     items = work_items(Path(span_dir))
     return (pipeline
             | "RowGroups" >> beam.Create(items)
-            | "ReadBatches" >> beam.ParDo(ReadBatches(cfg.batch_size))
+            | "ReadBatches" >> beam.ParDo(ReadBatches(cfg.batch_size, cfg.columns, cfg.label,
+                                                          cfg.example_id))
             | "Stats" >> beam.CombineGlobally(SpanStatsFn(cfg))
             | "Write" >> beam.ParDo(_Write(cfg, span_dir, output_dir)))
 
@@ -448,11 +485,15 @@ def build(pipeline, span_dir: str, output_dir: str, cfg: StatsConfig):
 def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     """Compute and write the span's statistics; return a short summary."""
     args, beam_args = parse_args(argv)
+    roles = {}
+    if args.feature_config:
+        from components.ctr import feature_config
+        roles = column_roles(feature_config.load(args.feature_config))
     cfg = StatsConfig(sample_rows=args.sample_rows, quantile_sample=args.quantile_sample,
                       kmv_k=args.kmv_k, topk_capacity=args.topk_capacity, top_k=args.top_k,
-                      batch_size=args.batch_size, seed=args.seed)
+                      batch_size=args.batch_size, seed=args.seed, **roles)
     for name, value in dataclasses.asdict(cfg).items():
-        if name != "seed" and value < 1:
+        if isinstance(value, int) and name != "seed" and value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
     span_dir = Path(args.span_dir)
     if not span_dir.is_dir():

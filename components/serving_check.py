@@ -76,7 +76,9 @@ def run(spec: ServingCheckSpec) -> dict:
     if os.path.realpath(sample.get("model_dir") or "") != os.path.realpath(spec.model_dir):
         log.warning("evaluation scored %s; checking %s (scores must still match)",
                     sample.get("model_dir"), spec.model_dir)
-    raw = rawdata.to_raw_features(rawdata.read_rows_by_id(span_dir, ids))
+    from components.ctr import feature_config
+    cfg = feature_config.for_model_dir(spec.model_dir)
+    raw = rawdata.to_raw_features(rawdata.read_rows_by_id(span_dir, ids, cfg), cfg)
     n = len(ids)
 
     result: dict = {"model_dir": spec.model_dir, "signature": spec.signature, "rows": n,

@@ -35,15 +35,14 @@ from pathlib import Path
 
 from components.common.atomic import atomic_dir, read_json, write_json
 from components.common.step import main
-from components.ctr import features as F
-from components.validation_rules import (ALLOWED_DEVICES, DOMAINS_SUITE, ERROR,  # noqa: F401
-                                         SAMPLE_SUITE, STATS_SUITE, SUITE_VERSION, WARNING,
-                                         build_suites)
+from components.validation_rules import (DOMAINS_SUITE, ERROR, SAMPLE_SUITE,  # noqa: F401
+                                         STATS_SUITE, SUITE_VERSION, WARNING, build_suites)
 
 log = logging.getLogger("retrain.validate")
 
 SUCCESS_MARKER = "_SUCCESS"
-PART_GLOB = "part-*.parquet"
+PART_GLOB = "part-*"
+PART_SUFFIXES = (".parquet", ".jsonl.gz", ".json.gz", ".jsonl", ".json")
 SUMMARY_FILE = "validation.json"
 GX_RESULT_FILE = "gx_result.json"
 STATS_DIR = "stats"
@@ -71,6 +70,7 @@ class ValidateSpec:
     require_success_marker: bool = True
     quarantine_dir: str | None = None  # <root>/quarantine/ctr
     override_reason: str | None = None  # pass a failing span on purpose (recorded)
+    feature_config: str = ""  # YAML/JSON feature config of the logs; "" = generated logs
     run_id: str | None = None
     sample_rows: int = 10_000
     data_docs: bool = True
@@ -95,7 +95,7 @@ def run(spec: ValidateSpec) -> dict:
     t0 = time.perf_counter()
     out_dir = Path(spec.out_dir)
     with atomic_dir(out_dir) as tmp:
-        stats = compute_stats(span_dir, tmp / STATS_DIR, spec.sample_rows)
+        stats = compute_stats(span_dir, tmp / STATS_DIR, spec.sample_rows, spec.feature_config)
         t_stats = time.perf_counter()
         previous, history, notes = _history(spec, span_dir, tmp / "reference")
         _import_gx()
@@ -157,12 +157,14 @@ def run(spec: ValidateSpec) -> dict:
     return result
 
 
-def compute_stats(span_dir: Path, out: Path, sample_rows: int = 10_000) -> dict:
+def compute_stats(span_dir: Path, out: Path, sample_rows: int = 10_000,
+                  feature_config: str = "") -> dict:
     """One Beam pass over the span (DirectRunner, in this process)."""
     from beam_jobs import span_stats
 
     span_stats.run([f"--span-dir={span_dir}", f"--output-dir={out}",
-                    f"--sample-rows={sample_rows}", "--runner=DirectRunner"])
+                    f"--sample-rows={sample_rows}", "--runner=DirectRunner",
+                    *([f"--feature-config={feature_config}"] if feature_config else [])])
     return read_json(out / span_stats.STATS_FILE)
 
 
@@ -197,12 +199,17 @@ def _find_parts(span_dir: Path, require_marker: bool) -> list[Path]:
         raise FileNotFoundError(
             f"span {span_dir} has no {SUCCESS_MARKER} marker: the producer has not finished "
             f"writing it (or failed); refusing to validate a partial span")
-    parts = sorted(span_dir.glob(PART_GLOB))
+    parts = _parts(span_dir)
     if not parts:
         present = sorted(p.name for p in span_dir.iterdir())
         raise FileNotFoundError(
-            f"span {span_dir} has no {PART_GLOB} files (found: {present or 'nothing'})")
+            f"span {span_dir} has no part-*.parquet or part-*.jsonl[.gz] files "
+            f"(found: {present or 'nothing'})")
     return parts
+
+
+def _parts(span_dir: Path) -> list[Path]:
+    return sorted(p for p in span_dir.glob(PART_GLOB) if p.name.endswith(PART_SUFFIXES))
 
 
 # --------------------------------------------------------------------------- history
@@ -246,9 +253,9 @@ def _history(spec: ValidateSpec, span_dir: Path, ref_dir: Path):
         found = find_stats(root, d) if root else None
         if found is None and k == 1 and spec.compute_previous:
             prev_dir = span_dir.parent / f"dt={d.isoformat()}"
-            if (prev_dir / SUCCESS_MARKER).exists() and any(prev_dir.glob(PART_GLOB)):
+            if (prev_dir / SUCCESS_MARKER).exists() and _parts(prev_dir):
                 found = compute_stats(prev_dir, ref_dir / f"dt={d.isoformat()}",
-                                      spec.sample_rows)
+                                      spec.sample_rows, spec.feature_config)
                 notes.append(f"previous span {d} had no validated stats: computed them "
                              f"(reference/dt={d})")
         if found is not None:
@@ -288,15 +295,18 @@ def _validate(spec, stats, previous, history, overlap, stats_dir: Path, docs_dir
     from great_expectations.core.run_identifier import RunIdentifier
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
-    from components.validation_rules import domains_table, stats_row
+    from components.ctr import feature_config
+    from components.validation_rules import domains_table, rules_for, stats_row
 
-    row = stats_row(stats, previous, history, overlap)
+    rules = rules_for(feature_config.load_for(spec.feature_config))
+    row = stats_row(stats, previous, history, overlap, rules)
+    sample = pq.read_table(stats_dir / "sample.parquet")
     tables = {
         STATS_SUITE: pd.DataFrame([row]),
-        DOMAINS_SUITE: pd.DataFrame(domains_table(stats), dtype=object),
-        SAMPLE_SUITE: pq.read_table(stats_dir / "sample.parquet").to_pandas(),
+        DOMAINS_SUITE: pd.DataFrame(domains_table(stats, rules), dtype=object),
+        SAMPLE_SUITE: sample.to_pandas(),
     }
-    suites = build_suites(spec, previous, history)
+    suites = build_suites(spec, previous, history, rules)
 
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False,
@@ -332,7 +342,7 @@ def _validate(spec, stats, previous, history, overlap, stats_dir: Path, docs_dir
                                               for r in results[name].results)]
     errors = [c for c in compact if not c["success"] and c["severity"] == ERROR]
     warnings = [c for c in compact if not c["success"] and c["severity"] == WARNING]
-    ex = stats["columns"].get(F.LABEL_KEY)
+    ex = stats["columns"].get(rules.label)
     summary = {
         "rows": stats["rows"],
         "click_rate": stats.get("label_rate"),

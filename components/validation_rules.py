@@ -20,56 +20,61 @@ Stdlib + numpy at module level; great_expectations is imported inside the functi
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
-
-from components.ctr import features as F
 
 ERROR, WARNING = "error", "warning"
 SEVERITIES = (ERROR, WARNING)
 
-# Device values the serving side sends; a new device type must fail until someone looks.
-ALLOWED_DEVICES: tuple[str, ...] = ("ios", "android", "web", "tablet", "other")
 LABEL_VALUES = (0, 1)
-RANGES: dict[str, tuple[float | None, float | None]] = {
-    "hour": (0, 23), "position": (1, 31),
-    **{c: (0, None) for c in F.NUMERIC_FEATURES},  # price, past clicks, age: non-negative
+# Drift rule of a feature the config's `validation.drift` does not name.
+DEFAULT_DRIFT: dict[str, dict[str, Any]] = {
+    "categorical": {"metric": "js", "max": 0.3, "severity": WARNING},
+    "numeric": {"metric": "psi", "max": 0.25, "severity": WARNING},
 }
-EXPECTED_COLUMNS: list[str] = [*F.RAW_STRING_COLUMNS, *F.RAW_INT_COLUMNS,
-                               *F.RAW_FLOAT_COLUMNS]
-NEVER_NULL_COLUMNS: list[str] = [*F.RAW_STRING_COLUMNS, *F.RAW_INT_COLUMNS]
-# Arrow types in the statistics ("string" covers large_string / string_view).
-ARROW_TYPES: dict[str, str] = {
-    **{c: "string" for c in F.RAW_STRING_COLUMNS},
-    **{c: "int64" for c in F.RAW_INT_COLUMNS},
-    **{c: "double" for c in F.RAW_FLOAT_COLUMNS},
-}
-# pandas type names GX checks on the sample ("str" matches pandas 2 object and 3 str).
-PANDAS_TYPES: dict[str, str] = {
-    **{c: "str" for c in F.RAW_STRING_COLUMNS},
-    **{c: "int64" for c in F.RAW_INT_COLUMNS},
-    **{c: "float64" for c in F.RAW_FLOAT_COLUMNS},
-}
-PATTERNS: dict[str, str] = {
-    F.EXAMPLE_ID_KEY: r"^\d{4}-\d{2}-\d{2}-\d+$",
-    "user_id": r"^u\d+$", "item_id": r"^i\d+$", "category_id": r"^c\d+$",
-}
+_ARROW = {"str": "string", "int": "int64", "float": "double"}
+_PANDAS = {"str": "str", "int": "int64", "float": "float64"}
 
-# Drift against the previous span: metric, threshold and severity per feature. Measured
-# on the generator's consecutive days (50k rows): device/hour/position JS about 0.01,
-# category_id about 0.03, user/item top-50 JS 0.1-0.3 (popularity drifts daily, so a
-# warning only), numeric PSI under 0.02.
-DRIFT_THRESHOLDS: dict[str, dict[str, Any]] = {
-    "device": {"metric": "js", "max": 0.1, "severity": ERROR},
-    "hour": {"metric": "js", "max": 0.1, "severity": ERROR},
-    "position": {"metric": "js", "max": 0.1, "severity": ERROR},
-    "category_id": {"metric": "js", "max": 0.2, "severity": ERROR},
-    "user_id": {"metric": "js", "max": 0.5, "severity": WARNING},
-    "item_id": {"metric": "js", "max": 0.5, "severity": WARNING},
-    "price": {"metric": "psi", "max": 0.25, "severity": WARNING},
-    "user_past_clicks": {"metric": "psi", "max": 0.25, "severity": WARNING},
-    "item_age_days": {"metric": "psi", "max": 0.25, "severity": WARNING},
-}
+
+@dataclasses.dataclass(frozen=True)
+class Rules:
+    """What a span of one feature config's logs must look like, from its `validation`
+    section (ranges, allowed values, patterns, drift thresholds, extra columns) plus what
+    the feature list implies (columns, types, nulls, label domain, drift of every feature)."""
+    example_id: str
+    label: str
+    expected_columns: tuple[str, ...]
+    never_null: tuple[str, ...]
+    numeric: tuple[str, ...]
+    arrow_types: dict
+    pandas_types: dict
+    ranges: dict
+    allowed_values: dict
+    patterns: dict
+    drift: dict
+
+
+def rules_for(fc=None) -> Rules:
+    """The rules of a feature config (default: the generated logs')."""
+    from components.ctr import feature_config
+    fc = fc or feature_config.default()
+    v = fc.validation
+    kinds = {**fc.raw_columns(), **dict(v.extra_columns)}
+    drift = {f.name: DEFAULT_DRIFT["numeric" if f.kind == "numeric" else "categorical"]
+             for f in fc.features if f.kind in ("numeric", "categorical")}
+    drift.update({name: {"metric": m, "max": x, "severity": sev} for name, m, x, sev in v.drift})
+    return Rules(
+        example_id=fc.example_id, label=fc.label, expected_columns=tuple(kinds),
+        never_null=tuple(k for k, t in kinds.items() if t in ("str", "int")),
+        numeric=tuple(fc.numeric_features()),
+        arrow_types={k: _ARROW[t] for k, t in kinds.items() if t != "str_list"},
+        pandas_types={k: _PANDAS[t] for k, t in kinds.items() if t in _PANDAS},
+        ranges={c: (lo, hi) for c, lo, hi in v.ranges},
+        allowed_values={c: list(vals) for c, vals in v.allowed_values},
+        patterns=dict(v.patterns), drift=drift)
+
+
 STATS_SUITE, DOMAINS_SUITE, SAMPLE_SUITE = "ctr_span_stats", "ctr_span_domains", "ctr_span_sample"
 SUITE_VERSION = 2
 
@@ -128,12 +133,13 @@ def numeric_distance(cur: dict, prev: dict, bins: int = 10) -> dict | None:
     return {"psi": psi, "ks": ks}
 
 
-def drift(stats: dict, previous: dict | None) -> dict:
+def drift(stats: dict, previous: dict | None, rules: Rules | None = None) -> dict:
     """Per-feature distances to the previous span (empty without one)."""
+    rules = rules or rules_for()
     out: dict[str, dict] = {}
     if not previous:
         return out
-    for feature, cfg in DRIFT_THRESHOLDS.items():
+    for feature, cfg in rules.drift.items():
         cur, prev = stats["columns"].get(feature), previous["columns"].get(feature)
         if not cur or not prev:
             continue
@@ -148,8 +154,9 @@ def drift(stats: dict, previous: dict | None) -> dict:
 
 
 def stats_row(stats: dict, previous: dict | None, history: list[dict],
-              overlap: float | None) -> dict[str, Any]:
+              overlap: float | None, rules: Rules | None = None) -> dict[str, Any]:
     """The one-row statistics table the `stats` suite runs on."""
+    rules = rules or rules_for()
     row: dict[str, Any] = {"rows": stats["rows"], "click_rate": stats.get("label_rate")}
     for name, col in stats["columns"].items():
         row[f"{name}__null_rate"] = col["null_rate"]
@@ -157,10 +164,10 @@ def stats_row(stats: dict, previous: dict | None, history: list[dict],
         num = col.get("numeric")
         if num:
             row[f"{name}__min"], row[f"{name}__max"] = num["min"], num["max"]
-        if previous and name in previous["columns"] and name in F.NUMERIC_FEATURES:
+        if previous and name in previous["columns"] and name in rules.numeric:
             row[f"{name}__null_rate_increase"] = (
                 col["null_rate"] - previous["columns"][name]["null_rate"])
-    ex = stats["columns"].get(F.EXAMPLE_ID_KEY)
+    ex = stats["columns"].get(rules.example_id)
     if ex and ex.get("count"):
         row["example_id__duplicate_rate"] = max(0.0, 1.0 - ex["distinct"] / ex["count"])
     seen, dup = set(), 0
@@ -174,16 +181,17 @@ def stats_row(stats: dict, previous: dict | None, history: list[dict],
     if history:
         avg = sum(h["rows"] for h in history) / len(history)
         row["rows_vs_recent_average"] = stats["rows"] / avg if avg else None
-    for feature, d in drift(stats, previous).items():
+    for feature, d in drift(stats, previous, rules).items():
         for metric, value in d.items():
             row[f"{feature}__{metric}_previous"] = value
     return row
 
 
-def domains_table(stats: dict) -> dict[str, list]:
+def domains_table(stats: dict, rules: Rules | None = None) -> dict[str, list]:
     """Distinct values of the columns with an allowed set (top values if not exact)."""
+    rules = rules or rules_for()
     out = {}
-    for name in ("device", F.LABEL_KEY):
+    for name in (*rules.allowed_values, rules.label):
         col = stats["columns"].get(name)
         if col is not None:
             out[name] = col.get("domain") or [v for v, _, _ in col.get("top") or []]
@@ -201,12 +209,14 @@ def _exp(cls, rule: str, severity: str, text: str, **kwargs):
                meta={"rule": rule, "severity": severity, "text": text})
 
 
-def build_suites(spec, previous: dict | None, history: list[dict]):
+def build_suites(spec, previous: dict | None, history: list[dict], rules: Rules | None = None):
     """{suite name: ExpectationSuite} for a span. `spec` carries the thresholds
     (components.validate.ValidateSpec); previous/history only decide which comparative
     rules exist (no previous span: no drift rules; no history: no recent-average rule)."""
     import great_expectations as gx
     import great_expectations.expectations as gxe
+
+    rules = rules or rules_for()
 
     def between(rule, severity, text, column, lo=None, hi=None):
         return _exp(gxe.ExpectColumnMaxToBeBetween, rule, severity, text, column=column,
@@ -224,17 +234,17 @@ def build_suites(spec, previous: dict | None, history: list[dict]):
         between("duplicates:parts", ERROR, "no two parts with the same content",
                 "duplicated_parts", None, 0),
     ]
-    for c in EXPECTED_COLUMNS:
+    for c, t in rules.arrow_types.items():
         s.append(_exp(gxe.ExpectColumnValuesToBeInSet, f"type:{c}", ERROR,
-                      f"Arrow type of {c} is {ARROW_TYPES[c]} in every part",
-                      column=f"{c}__type", value_set=[ARROW_TYPES[c]]))
-    for c in NEVER_NULL_COLUMNS:
+                      f"Arrow type of {c} is {t} in every part",
+                      column=f"{c}__type", value_set=[t]))
+    for c in rules.never_null:
         s.append(between(f"null_rate:{c}", ERROR, f"{c} is never null",
                          f"{c}__null_rate", None, 0))
-    for c in F.NUMERIC_FEATURES:
+    for c in rules.numeric:
         s.append(between(f"null_rate:{c}", ERROR, f"null rate of {c} at most "
                          f"{spec.max_null_rate}", f"{c}__null_rate", None, spec.max_null_rate))
-    for c, (lo, hi) in RANGES.items():
+    for c, (lo, hi) in rules.ranges.items():
         if lo is not None:
             s.append(between(f"range:{c}", ERROR, f"min of {c} at least {lo}",
                              f"{c}__min", lo, None))
@@ -246,12 +256,12 @@ def build_suites(spec, previous: dict | None, history: list[dict]):
                          f"share of example ids also in the previous span at most "
                          f"{spec.max_previous_overlap}", "overlap_with_previous", None,
                          spec.max_previous_overlap))
-        for c in F.NUMERIC_FEATURES:
+        for c in rules.numeric:
             s.append(between(f"null_rate_increase:{c}", ERROR,
                              f"null rate of {c} up at most {spec.max_null_rate_increase} "
                              f"on the previous span", f"{c}__null_rate_increase", None,
                              spec.max_null_rate_increase))
-        thresholds = {**DRIFT_THRESHOLDS, **(spec.drift_thresholds or {})}
+        thresholds = {**rules.drift, **(spec.drift_thresholds or {})}
         for feature, cfg in thresholds.items():
             s.append(between(f"drift:{feature}", cfg["severity"],
                              f"{cfg['metric'].upper()} of {feature} vs previous span at "
@@ -263,23 +273,21 @@ def build_suites(spec, previous: dict | None, history: list[dict]):
                          f"rows within {r:g}x of the average of the last {len(history)} "
                          f"span(s)", "rows_vs_recent_average", 1.0 / r, r))
 
-    d = [
-        _exp(gxe.ExpectColumnValuesToBeInSet, "allowed_values:device", ERROR,
-             f"device in {list(ALLOWED_DEVICES)}", column="device",
-             value_set=list(ALLOWED_DEVICES)),
-        _exp(gxe.ExpectColumnValuesToBeInSet, f"allowed_values:{F.LABEL_KEY}", ERROR,
-             f"{F.LABEL_KEY} in {list(LABEL_VALUES)}", column=F.LABEL_KEY,
-             value_set=list(LABEL_VALUES)),
-    ]
+    d = [_exp(gxe.ExpectColumnValuesToBeInSet, f"allowed_values:{c}", ERROR,
+              f"{c} in {values}", column=c, value_set=values)
+         for c, values in rules.allowed_values.items()]
+    d.append(_exp(gxe.ExpectColumnValuesToBeInSet, f"allowed_values:{rules.label}", ERROR,
+                  f"{rules.label} in {list(LABEL_VALUES)}", column=rules.label,
+                  value_set=list(LABEL_VALUES)))
 
     sm: list = [_exp(gxe.ExpectTableColumnsToMatchSet, "schema:columns", ERROR,
-                     "exactly the columns of features.py", column_set=list(EXPECTED_COLUMNS),
-                     exact_match=True)]
+                     "exactly the columns of the feature config",
+                     column_set=list(rules.expected_columns), exact_match=True)]
     sm += [_exp(gxe.ExpectColumnValuesToBeOfType, f"type:{c}", ERROR,
                 f"sample values of {c} are {t}", column=c, type_=t)
-           for c, t in PANDAS_TYPES.items()]
+           for c, t in rules.pandas_types.items()]
     sm += [_exp(gxe.ExpectColumnValuesToMatchRegex, f"pattern:{c}", WARNING,
-                f"{c} matches {p}", column=c, regex=p) for c, p in PATTERNS.items()]
+                f"{c} matches {p}", column=c, regex=p) for c, p in rules.patterns.items()]
     meta = {"suite_version": SUITE_VERSION}
     return {STATS_SUITE: gx.ExpectationSuite(name=STATS_SUITE, expectations=s, meta=meta),
             DOMAINS_SUITE: gx.ExpectationSuite(name=DOMAINS_SUITE, expectations=d, meta=meta),

@@ -110,20 +110,29 @@ def run(spec: EvaluateSpec) -> dict:
     """Score candidate and baseline on the same rows; decide whether to bless; report."""
     from components import gate
     from components.common.atomic import write_json
-    from components.ctr import features as F
-    from components.ctr import rawdata, slices
+    from components.ctr import feature_config, rawdata, slices
 
-    rows = rawdata.read_eval_rows(spec.span_dir, spec.eval_percent)
+    # The raw inputs each model takes come from the feature config it was trained with.
+    cfg = feature_config.for_model_dir(spec.candidate_model_dir)
+    rows = rawdata.read_eval_rows(spec.span_dir, spec.eval_percent, cfg)
     if rows.num_rows == 0:
         raise ValueError(f"no eval rows in {spec.span_dir} at eval_percent={spec.eval_percent}")
-    labels = rows.column(F.LABEL_KEY).to_numpy()
-    raw = rawdata.to_raw_features(rows)
-    scores = {"candidate": rawdata.predict(spec.candidate_model_dir, raw)}
+    labels = rows.column(cfg.label).to_numpy()
+    scores = {"candidate": rawdata.predict(spec.candidate_model_dir,
+                                           rawdata.to_raw_features(rows, cfg))}
     if spec.baseline_model_dir:
-        scores["baseline"] = rawdata.predict(spec.baseline_model_dir, raw)
+        base_cfg = feature_config.for_model_dir(spec.baseline_model_dir)
+        missing = sorted(set(base_cfg.raw_columns()) - set(rows.column_names))
+        if missing:
+            raise ValueError(
+                f"the baseline {spec.baseline_model_dir} takes raw column(s) {missing} that "
+                f"the candidate's feature config {cfg.name!r} does not read; the two cannot "
+                f"be compared on the same rows (force-bless with a reason to replace it)")
+        scores["baseline"] = rawdata.predict(spec.baseline_model_dir,
+                                             rawdata.to_raw_features(rows, base_cfg))
     try:
         scores["bayes_optimal"] = rawdata.true_probabilities(
-            spec.span_dir, rows.column(F.EXAMPLE_ID_KEY))
+            spec.span_dir, rows.column(cfg.example_id))
     except FileNotFoundError:
         pass  # real logs carry no true probability
 
@@ -132,8 +141,13 @@ def run(spec: EvaluateSpec) -> dict:
                                  max_slice_auc_drop=spec.max_slice_auc_drop,
                                  min_slice_rows=spec.min_slice_rows,
                                  min_slice_positives=spec.min_slice_positives)
-    slice_values = slices.assign(rows, slices.SLICES if spec.slices is None else spec.slices,
-                                 spec.top_categories)
+    if spec.slices is not None:
+        wanted = spec.slices
+    elif cfg.fingerprint() == feature_config.default().fingerprint():
+        wanted = slices.SLICES
+    else:
+        wanted = list(cfg.slices)
+    slice_values = slices.assign(rows, wanted, spec.top_categories)
     assessed = assess(labels, scores, slice_values, thresholds, spec.force_reason,
                       spec.bootstrap_resamples, spec.bootstrap_seed)
     assessed["slices"]["top_categories"] = spec.top_categories
@@ -145,7 +159,7 @@ def run(spec: EvaluateSpec) -> dict:
     sample = write_json(out_dir / SCORES_SAMPLE_FILE, {
         "model_dir": spec.candidate_model_dir, "span_dir": spec.span_dir,
         "eval_percent": spec.eval_percent, "output": "p_click",
-        "example_ids": rows.column(F.EXAMPLE_ID_KEY).slice(0, n_sample).to_pylist(),
+        "example_ids": rows.column(cfg.example_id).slice(0, n_sample).to_pylist(),
         "scores": [float(x) for x in scores["candidate"][:n_sample]]})
     report = {"span_dir": spec.span_dir, "eval_percent": spec.eval_percent,
               "candidate_model_dir": spec.candidate_model_dir,

@@ -1,68 +1,58 @@
-"""The one place that names the CTR model's features.
+"""Names of the generated CTR logs' features, as module constants for existing callers.
 
-Generation, validation, preprocessing (tf.Transform), training and serving all import
-these names, so a renamed or added feature changes in one file. Stdlib only: DAG files
-and the data generator import it without TensorFlow.
+The single source of truth is the packaged feature config
+(`feature_configs/generated.yaml`, loaded by `feature_config.default()`); these constants
+are derived from it, so a renamed or added feature changes in that one file. Code that
+must also work on other logs takes a `FeatureConfig` instead. Stdlib + PyYAML only: DAG
+files and the data generator import it without TensorFlow.
 """
 from __future__ import annotations
 
 import hashlib
 
-LABEL_KEY = "click"
-EXAMPLE_ID_KEY = "example_id"
+from components.ctr import feature_config as _fc
+from components.ctr.feature_config import missing_name, transformed_name  # noqa: F401
+
+_CFG = _fc.default()
+
+LABEL_KEY = _CFG.label
+EXAMPLE_ID_KEY = _CFG.example_id
+# Event time of the generated logs: written by the generator and validated, not a feature.
 TIMESTAMP_KEY = "ts"
 
-# Very high-cardinality IDs: hashed into a fixed number of buckets (no vocabulary pass,
-# new IDs need no re-analysis; collisions are cheap at these bucket counts).
+# Very high-cardinality IDs: hashed into a fixed number of buckets.
 HASHED_ID_FEATURES: dict[str, int] = {
-    "user_id": 2**18,
-    "item_id": 2**17,
-}
-# Categorical features with a moderate number of values: a vocabulary (top-k by
-# frequency) computed by tf.Transform over the window, plus OOV buckets for new values.
+    f.name: f.hash_buckets for f in _CFG.features
+    if f.kind == "categorical" and f.transform == "hash"}
+# Moderate cardinality: a top-k vocabulary of the window plus OOV buckets.
 VOCAB_FEATURES: dict[str, dict[str, int]] = {
-    "category_id": {"top_k": 2000, "oov_buckets": 10},
-    "device": {"top_k": 20, "oov_buckets": 2},
-}
+    f.name: {"top_k": f.top_k, "oov_buckets": f.oov_buckets}
+    for f in _CFG.features if f.kind == "categorical" and f.transform == "vocabulary"}
 # Small integer features used as categories directly (value must lie in [0, size)).
 IDENTITY_FEATURES: dict[str, int] = {
-    "hour": 24,
-    "position": 32,
-}
+    f.name: f.size for f in _CFG.features if f.kind == "categorical" and f.transform == "identity"}
 # Heavy-tailed, possibly missing numeric features: log1p, then z-score over the window;
 # a missing value becomes 0 after scaling plus a separate missing indicator.
-NUMERIC_FEATURES: list[str] = ["price", "user_past_clicks", "item_age_days"]
+NUMERIC_FEATURES: list[str] = _CFG.numeric_features()
 
 CATEGORICAL_FEATURES: list[str] = [*HASHED_ID_FEATURES, *VOCAB_FEATURES, *IDENTITY_FEATURES]
 RAW_FEATURES: list[str] = [*CATEGORICAL_FEATURES, *NUMERIC_FEATURES]
 
 # Raw column types as written by the generator and expected by validation.
-RAW_STRING_COLUMNS = [EXAMPLE_ID_KEY, "user_id", "item_id", "category_id", "device"]
-RAW_INT_COLUMNS = [TIMESTAMP_KEY, "hour", "position", LABEL_KEY]
-RAW_FLOAT_COLUMNS = list(NUMERIC_FEATURES)
+_RAW = _CFG.raw_columns()
+RAW_STRING_COLUMNS = [k for k, t in _RAW.items() if t == "str"]
+RAW_INT_COLUMNS = [TIMESTAMP_KEY, *(k for k, t in _RAW.items() if t == "int" and k != LABEL_KEY),
+                   LABEL_KEY]
+RAW_FLOAT_COLUMNS = [k for k, t in _RAW.items() if t == "float"]
 
 # Column of the click probability that generated the label; kept in a separate file
 # beside the data (never a model input), used only for Bayes-optimal reference figures.
 TRUE_PROB_KEY = "p_click"
 
-def transformed_name(key: str) -> str:
-    """Name of a feature after tf.Transform (the TFX `_xf` convention)."""
-    return f"{key}_xf"
-
-
-def missing_name(key: str) -> str:
-    """Name of the 0/1 missing-value indicator of a numeric feature."""
-    return f"{key}_missing_xf"
-
 
 def categorical_size(key: str) -> int:
     """Number of embedding rows a transformed categorical feature needs."""
-    if key in HASHED_ID_FEATURES:
-        return HASHED_ID_FEATURES[key]
-    if key in VOCAB_FEATURES:
-        cfg = VOCAB_FEATURES[key]
-        return cfg["top_k"] + cfg["oov_buckets"]
-    return IDENTITY_FEATURES[key]
+    return _CFG.categorical_size(key)
 
 
 def eval_bucket(example_id: str) -> int:

@@ -27,6 +27,7 @@ class PreprocessSpec:
     window_days: int = 3
     eval_percent: int = 20
     analysis_cache_dir: str = ""  # reuse tf.Transform analysis of unchanged day parts
+    feature_config: str = ""      # YAML/JSON feature config; "" = the generated logs' config
     beam_args: list[str] = dataclasses.field(default_factory=lambda: ["--runner=DirectRunner"])
 
 
@@ -34,6 +35,7 @@ def to_argv(spec: PreprocessSpec) -> list[str]:
     return ["--raw-root", spec.raw_root, "--span", spec.span, "--output-dir", spec.output_dir,
             "--window-days", str(spec.window_days), "--eval-percent", str(spec.eval_percent),
             *(["--analysis-cache-dir", spec.analysis_cache_dir] if spec.analysis_cache_dir else []),
+            *(["--feature-config", spec.feature_config] if spec.feature_config else []),
             *spec.beam_args]
 
 

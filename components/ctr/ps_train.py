@@ -11,14 +11,17 @@ amortise the RPCs. Every process runs this same module; its role comes from `TF_
 - `chief`: coordinate, checkpoint, evaluate and (only the chief) export;
 - no `TF_CONFIG`: the same model and loop in one process, without a strategy.
 
-Reads the transformed `train/` and `eval/` shards and the tf.Transform graph written by
-`beam_jobs.preprocess_ctr`. Writes, like `components.ctr.train`, `<out_dir>/serving_model`
+Reads the transformed `train/` and `eval/` shards, the tf.Transform graph and the feature
+config (`feature_config.json`, components/ctr/feature_config.py; the generated logs' default
+when absent) written by `beam_jobs.preprocess_ctr`: the fields, table sizes and serving
+inputs all come from that config. Writes, like `components.ctr.train`, `<out_dir>/serving_model`
 (a SavedModel whose `serving_default` takes RAW features and applies the transform graph)
 and `<out_dir>/train_summary.json`, atomically; checkpoints go to `checkpoint_dir`
 (default: `<out_dir>_checkpoints` beside it, so a retried task resumes from them).
 
 The model is the one of `components/ctr/model.py` (regularised per-ID biases, item
-popularity, numerics, a small MLP over low-dimensional embeddings), written as a plain
+popularity, numerics, a small MLP over low-dimensional embeddings; multi-valued fields take
+the masked mean over their present values), written as a plain
 `tf.Module` so every table can be sharded. The Gaussian prior on a table is applied to the
 rows a batch looks up, each weighted by 1 / (its count in the window): in expectation that
 is exactly the whole-table L2 penalty of model.py, but its gradient touches only the
@@ -59,17 +62,18 @@ class PsTrainSpec:
     batch_size: int = 1024
     learning_rate: float = 0.01  # Adam; cosine-decayed to 10% over the run (lr_decay)
     l2: float = 2.0              # prior strength of per-ID biases (summed-loss units)
-    id_l2: dict[str, float] = dataclasses.field(
-        default_factory=lambda: {"user_id": 10.0, "item_id": 5.0})
+    # Per-field options name categorical fields (features or crosses) of the feature
+    # config; None: the config's `model:` section (generated logs: id_l2 {user_id: 10,
+    # item_id: 5}, deep_fields [category_id, device, hour, position], count_features [item_id]).
+    id_l2: dict[str, float] | None = None
     hidden_units: tuple[int, ...] | list[int] = (32, 16)
     embedding_dim: int = 4       # embeddings of the deep fields
     embedding_dims: dict[str, int] = dataclasses.field(default_factory=dict)  # per-field override
     embedding_l2: float = 10.0
     embedding_init: str = "normal"  # "normal" (stddev 0.05) or "zeros" (cheapest for huge tables)
     dropout: float = 0.2
-    deep_fields: list[str] = dataclasses.field(
-        default_factory=lambda: ["category_id", "device", "hour", "position"])
-    count_features: list[str] = dataclasses.field(default_factory=lambda: ["item_id"])
+    deep_fields: list[str] | None = None
+    count_features: list[str] | None = None
     lr_decay: str = "cosine"     # "cosine" or "none"
     optimizer: str = "adam"      # "adam", "adagrad" (one slot per weight) or "sgd" (none)
     seed: int = 1
@@ -89,17 +93,30 @@ class PsTrainSpec:
 
 # ----------------------------------------------------------------------------- model
 
-def _config(spec: PsTrainSpec) -> dict:
-    """Static shape of the network: table rows and widths per field."""
-    from components.ctr import features as F
-    unknown = (set(spec.deep_fields) | set(spec.count_features) | set(spec.id_l2)
-               | set(spec.table_rows) | set(spec.embedding_dims)) - set(F.CATEGORICAL_FEATURES)
-    if unknown:
-        raise ValueError(f"not categorical features: {sorted(unknown)}")
+def _fields(spec: PsTrainSpec, fcfg) -> tuple[list[str], list[str], dict[str, float]]:
+    """deep_fields, count_features, id_l2: the spec's, else the feature config's defaults."""
+    deep = list(fcfg.model.deep_fields if spec.deep_fields is None else spec.deep_fields)
+    counts = list(fcfg.model.count_features if spec.count_features is None
+                  else spec.count_features)
+    id_l2 = fcfg.model.id_l2_dict() if spec.id_l2 is None else dict(spec.id_l2)
+    return deep, counts, id_l2
+
+
+def _config(spec: PsTrainSpec, fcfg=None) -> dict:
+    """Static shape of the network (table rows and widths per field) for a FeatureConfig
+    (default: the generated logs'); spec options naming unknown fields fail clearly."""
+    from components.ctr import feature_config as fc
+    fcfg = fc.default() if fcfg is None else fcfg
+    deep_fields, count_features, id_l2 = _fields(spec, fcfg)
+    fcfg.check_fields("PsTrainSpec.deep_fields", deep_fields)
+    fcfg.check_fields("PsTrainSpec.count_features", count_features, single_valued=True)
+    fcfg.check_fields("PsTrainSpec.id_l2", list(id_l2))
+    fcfg.check_fields("PsTrainSpec.table_rows", list(spec.table_rows))
+    fcfg.check_fields("PsTrainSpec.embedding_dims", list(spec.embedding_dims))
     for key, rows in spec.table_rows.items():
-        if rows < F.categorical_size(key):
+        if rows < fcfg.categorical_size(key):
             raise ValueError(f"table_rows[{key!r}]={rows} is below the feature's "
-                             f"{F.categorical_size(key)} values")
+                             f"{fcfg.categorical_size(key)} values")
     if spec.embedding_init not in ("normal", "zeros"):
         raise ValueError(f"embedding_init must be 'normal' or 'zeros', got {spec.embedding_init!r}")
     if spec.lr_decay not in ("cosine", "none"):
@@ -108,12 +125,15 @@ def _config(spec: PsTrainSpec) -> dict:
         raise ValueError(f"optimizer must be 'adam', 'adagrad' or 'sgd', got {spec.optimizer!r}")
     if spec.steps_per_execution < 1 or spec.batch_size < 1 or spec.epochs < 1:
         raise ValueError("steps_per_execution, batch_size and epochs must be >= 1")
-    rows = {k: int(spec.table_rows.get(k, F.categorical_size(k))) for k in F.CATEGORICAL_FEATURES}
-    dims = {k: int(spec.embedding_dims.get(k, spec.embedding_dim)) for k in spec.deep_fields}
+    fields = fcfg.categorical_fields()
+    rows = {k: int(spec.table_rows.get(k, fcfg.categorical_size(k))) for k in fields}
+    dims = {k: int(spec.embedding_dims.get(k, spec.embedding_dim)) for k in deep_fields}
     return {"rows": rows, "dims": {k: d for k, d in dims.items() if d > 0},
             "hidden": [int(u) for u in spec.hidden_units], "dropout": float(spec.dropout),
-            "count_features": list(spec.count_features), "seed": int(spec.seed),
-            "embedding_init": spec.embedding_init}
+            "count_features": count_features, "id_l2": id_l2, "seed": int(spec.seed),
+            "embedding_init": spec.embedding_init,
+            "multi": {k: fcfg.max_values(k) for k in fields if fcfg.max_values(k)},
+            "dense": fcfg.dense_features(), "label": fcfg.label}
 
 
 def _initializer(shape, kind: str, seed: int, stddev: float = 0.05, values=None):
@@ -146,7 +166,7 @@ def build_net(cfg: dict, counts: dict | None = None, base_rate: float = 0.04):
     import numpy as np
     import tensorflow as tf
 
-    from components.ctr import features as F
+    from components.ctr.feature_config import missing_name, transformed_name
 
     def var(name, shape, kind, trainable=True, values=None, stddev=0.05):
         seed = (cfg["seed"] * 1000 + zlib.crc32(name.encode()) % 997) & 0x7FFFFFFF
@@ -164,10 +184,10 @@ def build_net(cfg: dict, counts: dict | None = None, base_rate: float = 0.04):
             super().__init__(name="ctr_net")
             p = self.params = Params(name="params")
             p.bias = {k: var(f"bias_{k}", [cfg["rows"][k], 1], "zeros")
-                      for k in F.CATEGORICAL_FEATURES}
+                      for k in cfg["rows"]}
             p.emb = {k: var(f"emb_{k}", [cfg["rows"][k], d], cfg["embedding_init"])
                      for k, d in cfg["dims"].items()}
-            n_numeric = 2 * len(F.NUMERIC_FEATURES) + 2 * len(cfg["count_features"])
+            n_numeric = 2 * len(cfg["dense"]) + 2 * len(cfg["count_features"])
             p.linear_w = var("linear_w", [n_numeric, 1], "zeros")
             logit0 = math.log(base_rate / (1.0 - base_rate))
             p.linear_b = tf.Variable(tf.constant([logit0], tf.float32), name="linear_b")
@@ -192,8 +212,28 @@ def build_net(cfg: dict, counts: dict | None = None, base_rate: float = 0.04):
             p = self.params
             terms, vectors = [], []
             penalty = tf.constant(0.0)
-            for k in F.CATEGORICAL_FEATURES:
-                ids = feats[F.transformed_name(k)]
+            for k in cfg["rows"]:
+                ids = feats[transformed_name(k)]
+                if k in cfg["multi"]:
+                    # Padded ids (-1 = empty slot): masked mean over the present values;
+                    # the prior applies to every present value's row.
+                    mask = tf.cast(tf.greater_equal(ids, 0), tf.float32)        # (b, L)
+                    ids = tf.maximum(ids, 0)
+                    present = tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)      # (b,)
+                    b_all = tf.nn.embedding_lookup(p.bias[k], ids)[:, :, 0]     # (b, L)
+                    terms.append(tf.reduce_sum(b_all * mask, axis=1) / present)
+                    inv = feats.get(f"__prior_bias_{k}")
+                    if inv is not None:
+                        penalty += tf.reduce_mean(tf.reduce_sum(inv * mask * tf.square(b_all), 1))
+                    if k in p.emb:
+                        e_all = tf.nn.embedding_lookup(p.emb[k], ids)          # (b, L, d)
+                        vectors.append(tf.reduce_sum(e_all * mask[:, :, None], axis=1)
+                                       / present[:, None])
+                        inv = feats.get(f"__prior_emb_{k}")
+                        if inv is not None:
+                            penalty += tf.reduce_mean(tf.reduce_sum(
+                                inv * mask * tf.reduce_sum(tf.square(e_all), axis=2), 1))
+                    continue
                 b = tf.reshape(tf.nn.embedding_lookup(p.bias[k], ids), [-1])
                 terms.append(b)
                 inv = feats.get(f"__prior_bias_{k}")
@@ -206,13 +246,14 @@ def build_net(cfg: dict, counts: dict | None = None, base_rate: float = 0.04):
                     if inv is not None:
                         penalty += tf.reduce_mean(inv * tf.reduce_sum(tf.square(e), axis=1))
             numeric = []
-            for k in F.NUMERIC_FEATURES:
-                numeric += [feats[F.transformed_name(k)], feats[F.missing_name(k)]]
+            for k in cfg["dense"]:
+                numeric += [feats[transformed_name(k)], feats[missing_name(k)]]
             for k in cfg["count_features"]:
                 n = tf.reshape(tf.nn.embedding_lookup(self.counts.table[k],
-                                                      feats[F.transformed_name(k)]), [-1])
+                                                      feats[transformed_name(k)]), [-1])
                 numeric += [tf.math.log1p(n), tf.cast(tf.equal(n, 0.0), tf.float32)]
-            numeric = tf.stack([tf.cast(x, tf.float32) for x in numeric], axis=1)
+            numeric = (tf.stack([tf.cast(x, tf.float32) for x in numeric], axis=1) if numeric
+                       else tf.zeros([tf.shape(terms[0])[0], 0]))
             terms.append(tf.reshape(tf.matmul(numeric, _dense(p.linear_w)) + p.linear_b, [-1]))
             if cfg["hidden"]:
                 x = tf.concat(vectors + [numeric], axis=1)
@@ -273,13 +314,16 @@ def shard_layout(net) -> dict[str, list[dict]]:
 
 # ----------------------------------------------------------------------------- data
 
-def _window_stats(pattern: str, feature_spec: dict) -> tuple[int, float, dict]:
-    """One pass over the training shards: rows, click rate, per-id counts of every field."""
+def _window_stats(pattern: str, feature_spec: dict, fcfg=None) -> tuple[int, float, dict]:
+    """One pass over the training shards: rows, click rate, per-id counts of every field
+    (every present value of a multi-valued field counts)."""
     import numpy as np
     import tensorflow as tf
 
-    from components.ctr import features as F
-    wanted = {F.LABEL_KEY, *(F.transformed_name(k) for k in F.CATEGORICAL_FEATURES)}
+    from components.ctr import feature_config as fc
+    fcfg = fc.default() if fcfg is None else fcfg
+    fields = fcfg.categorical_fields()
+    wanted = {fcfg.label, *(fc.transformed_name(k) for k in fields)}
     spec = {k: v for k, v in feature_spec.items() if k in wanted}
     files = tf.io.gfile.glob(pattern)
     if not files:
@@ -287,13 +331,14 @@ def _window_stats(pattern: str, feature_spec: dict) -> tuple[int, float, dict]:
     ds = (tf.data.TFRecordDataset(files, compression_type="GZIP")
           .batch(65536).map(lambda x: tf.io.parse_example(x, spec)))
     rows, clicks = 0, 0.0
-    counts = {k: np.zeros(F.categorical_size(k), dtype=np.int64) for k in F.CATEGORICAL_FEATURES}
+    counts = {k: np.zeros(fcfg.categorical_size(k), dtype=np.int64) for k in fields}
     for batch in ds.as_numpy_iterator():
-        labels = batch[F.LABEL_KEY]
+        labels = batch[fcfg.label]
         rows += len(labels)
         clicks += float(labels.sum())
-        for k in F.CATEGORICAL_FEATURES:
-            counts[k] += np.bincount(batch[F.transformed_name(k)], minlength=len(counts[k]))
+        for k in fields:
+            ids = batch[fc.transformed_name(k)].reshape(-1)
+            counts[k] += np.bincount(ids[ids >= 0], minlength=len(counts[k]))
     if rows == 0:
         raise ValueError(f"no training rows in {pattern}")
     return rows, clicks / rows, counts
@@ -305,7 +350,7 @@ def _prior_weights(spec: PsTrainSpec, cfg: dict, counts: dict) -> dict:
     out = {}
     for k, n in counts.items():
         inv = 1.0 / np.maximum(n, 1).astype(np.float32)
-        strength = spec.id_l2.get(k, spec.l2)
+        strength = cfg["id_l2"].get(k, spec.l2)
         if strength:
             out[f"__prior_bias_{k}"] = (k, (strength * inv).astype(np.float32))
         if k in cfg["dims"] and spec.embedding_l2:
@@ -314,12 +359,13 @@ def _prior_weights(spec: PsTrainSpec, cfg: dict, counts: dict) -> dict:
 
 
 def _make_dataset_fn(pattern: str, feature_spec: dict, batch_size: int, priors: dict,
-                     seed: int | None, repeat: bool):
+                     seed: int | None, repeat: bool, label: str | None = None):
     """A dataset function; in the cluster each worker runs it on its own."""
+    from components.ctr import feature_config as fc
+    label = fc.default().label if label is None else label
+
     def dataset_fn(_input_context=None):
         import tensorflow as tf
-
-        from components.ctr import features as F
         files = tf.data.Dataset.list_files(pattern, shuffle=repeat, seed=seed)
         ds = files.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type="GZIP"),
                               cycle_length=4, num_parallel_calls=tf.data.AUTOTUNE,
@@ -327,13 +373,13 @@ def _make_dataset_fn(pattern: str, feature_spec: dict, batch_size: int, priors: 
         if repeat:
             ds = ds.shuffle(50_000, seed=seed, reshuffle_each_iteration=True).repeat()
         ds = ds.batch(batch_size, drop_remainder=repeat)
-        tables = {name: (F.transformed_name(k), tf.constant(w)) for name, (k, w) in priors.items()}
+        tables = {name: (fc.transformed_name(k), tf.constant(w)) for name, (k, w) in priors.items()}
 
         def parse(x):
             f = tf.io.parse_example(x, feature_spec)
             for name, (key, table) in tables.items():
-                f[name] = tf.gather(table, f[key])
-            return f, f.pop(F.LABEL_KEY)
+                f[name] = tf.gather(table, tf.maximum(f[key], 0))   # padding: masked later
+            return f, f.pop(label)
         return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
     return dataset_fn
 
@@ -409,13 +455,15 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
 
     from components import metrics
     from components.common.atomic import atomic_dir, write_json
-    from components.ctr import features as F
+    from components.ctr import feature_config as fc
     from components.ctr.preprocess import EVAL_DIR, TRAIN_DIR, TRANSFORM_DIR
-    from components.ctr.transform import raw_feature_spec
+    from components.ctr.transform import (raw_batch, serving_signature,
+                                          serving_to_transform_inputs)
 
-    cfg = _config(spec)
-    tf.random.set_seed(spec.seed)
     pre = Path(spec.preprocess_dir)
+    fcfg = fc.for_preprocess_dir(pre)
+    cfg = _config(spec, fcfg)
+    tf.random.set_seed(spec.seed)
     if not (pre / TRANSFORM_DIR).exists():
         raise FileNotFoundError(f"no tf.Transform output in {pre / TRANSFORM_DIR}")
     tft_output = tft.TFTransformOutput(str(pre / TRANSFORM_DIR))
@@ -424,7 +472,7 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
     eval_pattern = str(pre / EVAL_DIR / "*.tfrecord.gz")
 
     started = time.time()
-    rows, click_rate, counts = _window_stats(train_pattern, feature_spec)
+    rows, click_rate, counts = _window_stats(train_pattern, feature_spec, fcfg)
     priors = _prior_weights(spec, cfg, counts)
     total_steps = spec.epochs * -(-rows // spec.batch_size)
     if spec.max_steps:
@@ -518,7 +566,8 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
         return total / tf.cast(n, tf.float32)
 
     ds_fn = _make_dataset_fn(train_pattern, feature_spec, spec.batch_size, priors,
-                             seed=None if distributed else spec.seed, repeat=True)
+                             seed=None if distributed else spec.seed, repeat=True,
+                             label=fcfg.label)
     if coordinator is not None:
         iterator = iter(coordinator.create_per_worker_dataset(ds_fn))
     else:
@@ -575,11 +624,9 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
     check = None
     if spec.check_raw_rows:
         raw = json.loads(Path(spec.check_raw_rows).read_text())
-        raw_spec = raw_feature_spec()
         tft_layer_local = tft_output.transform_features_layer()
-        transformed = tft_layer_local({k: tf.constant(raw[k], dtype=raw_spec[k].dtype)
-                                       for k in raw_spec})
-        transformed = {k: v for k, v in transformed.items() if k != F.LABEL_KEY}
+        transformed = tft_layer_local(serving_to_transform_inputs(fcfg, raw_batch(fcfg, raw)))
+        transformed = {k: v for k, v in transformed.items() if k != fcfg.label}
 
         @tf.function
         def predict_fn(feats):
@@ -603,7 +650,10 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
         "warm_started_from": warm_started, "checkpoint_dir": str(ckpt_dir),
         "losses": [[s, round(x, 5)] for s, x in losses],
         "shards": layout,
-        "serving_inputs": sorted(raw_feature_spec()),
+        "serving_inputs": sorted(serving_signature(fcfg)),
+        "feature_config": {"name": fcfg.name, "fingerprint": fcfg.fingerprint()},
+        "fields": {"deep_fields": list(cfg["dims"]), "count_features": cfg["count_features"],
+                   "id_l2": cfg["id_l2"]},
     }
     result = {"artifact_dir": str(Path(spec.out_dir)), "total_steps": total_steps,
               "resumed_from_step": resumed_from,
@@ -623,7 +673,8 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
         dst.assign(tf.convert_to_tensor(value))
     train_seconds = time.time() - started
 
-    eval_ds = _make_dataset_fn(eval_pattern, feature_spec, 8192, {}, None, repeat=False)()
+    eval_ds = _make_dataset_fn(eval_pattern, feature_spec, 8192, {}, None, repeat=False,
+                               label=fcfg.label)()
     labels_all, probs_all = [], []
     for feats, labels in eval_ds:
         probs_all.append(plain(feats).numpy())
@@ -647,16 +698,14 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
     result.update({"val_auc": val.get("val_auc"), "val_log_loss": val.get("val_log_loss"),
                    "train_seconds": summary["train_seconds"]})
 
-    raw_spec = raw_feature_spec()
     root = tf.Module()
     root.model = plain
     root.tft_layer = tft_output.transform_features_layer()
 
-    @tf.function(input_signature=[{k: tf.TensorSpec([None], v.dtype, name=k)
-                                   for k, v in raw_spec.items()}])
+    @tf.function(input_signature=[serving_signature(fcfg)])
     def serve_fn(raw_features):
-        transformed = root.tft_layer(raw_features)
-        transformed.pop(F.LABEL_KEY, None)
+        transformed = root.tft_layer(serving_to_transform_inputs(fcfg, raw_features))
+        transformed.pop(fcfg.label, None)
         return {"p_click": root.model(transformed)}
 
     out = Path(spec.out_dir)
@@ -665,6 +714,7 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
                             signatures={"serving_default": serve_fn.get_concrete_function()})
         if not (tmp / SERVING_DIR / "saved_model.pb").exists():
             raise RuntimeError("export wrote no saved_model.pb")
+        fc.write_model_config(tmp / SERVING_DIR, fcfg)
         write_json(tmp / SUMMARY_FILE, summary)
         if check is not None:
             write_json(tmp / CHECK_FILE, {"rows": spec.check_raw_rows, "p_click": check})

@@ -3,7 +3,10 @@
 Evaluation scores *raw* rows through each model's serving signature, so a candidate and
 a baseline with different transform graphs (other vocabularies, other means) are
 compared on exactly the same input; the eval rows are selected with the same stable
-hash as the Beam job uses.
+hash as the Beam job uses. Rows are read with the Beam job's own readers (Parquet or
+JSONL, the feature config's columns, malformed records dropped), so evaluation sees
+exactly the rows preprocessing accepted. Which raw inputs a model takes comes from the
+feature config it was trained with (`feature_config.for_model_dir`).
 """
 from __future__ import annotations
 
@@ -17,25 +20,36 @@ import pyarrow.parquet as pq
 from components.ctr import features as F
 
 
-def read_span(span_dir: str | Path, columns: list[str] | None = None) -> pa.Table:
-    parts = sorted(Path(span_dir).glob("part-*.parquet"))
+def read_span(span_dir: str | Path, cfg=None) -> pa.Table:
+    """Every accepted row of a span: the config's raw columns (default: generated logs)."""
+    from beam_jobs.preprocess_ctr import (JSONL_SUFFIXES, PARQUET_SUFFIXES, RawLayout,
+                                          read_batches, raw_schema)
+    from components.ctr import feature_config
+    layout = RawLayout.of(cfg or feature_config.default())
+    parts = sorted(str(p) for p in Path(span_dir).glob("part-*")
+                   if p.name.endswith(PARQUET_SUFFIXES + JSONL_SUFFIXES))
     if not parts:
-        raise FileNotFoundError(f"no part-*.parquet files in {span_dir}")
-    return pa.concat_tables(pq.read_table(p, columns=columns) for p in parts)
+        raise FileNotFoundError(f"no part-*.parquet or part-*.jsonl[.gz] files in {span_dir}")
+    batches = [b for p in parts for b, _ in read_batches(p, 65536, layout=layout) if b.num_rows]
+    return pa.Table.from_batches(batches, schema=raw_schema(layout))
 
 
-def read_eval_rows(span_dir: str | Path, eval_percent: int) -> pa.Table:
-    table = read_span(span_dir)
-    ids = table.column(F.EXAMPLE_ID_KEY).to_pylist()
+def read_eval_rows(span_dir: str | Path, eval_percent: int, cfg=None) -> pa.Table:
+    table = read_span(span_dir, cfg)
+    ids = table.column(_example_id(cfg)).to_pylist()
     mask = np.fromiter((F.is_eval(i, eval_percent) for i in ids), dtype=bool, count=len(ids))
     return table.filter(pa.array(mask))
 
 
-def read_rows_by_id(span_dir: str | Path, example_ids: list[str]) -> pa.Table:
+def _example_id(cfg) -> str:
+    return cfg.example_id if cfg is not None else F.EXAMPLE_ID_KEY
+
+
+def read_rows_by_id(span_dir: str | Path, example_ids: list[str], cfg=None) -> pa.Table:
     """The span's rows with these example ids, in the given order (all must exist)."""
-    table = read_span(span_dir)
-    wanted = pa.array(example_ids, pa.string())
-    index = pc.index_in(wanted, value_set=table.column(F.EXAMPLE_ID_KEY))
+    table = read_span(span_dir, cfg)
+    wanted = pa.array(example_ids, pa.large_string())
+    index = pc.index_in(wanted, value_set=table.column(_example_id(cfg)))
     if index.null_count:
         missing = [i for i, x in zip(example_ids, index.to_pylist()) if x is None]
         raise ValueError(f"{len(missing)} example ids not found in {span_dir}, "
@@ -59,15 +73,26 @@ def true_probabilities(span_dir: str | Path, example_ids: pa.Array) -> np.ndarra
     return truth.column(F.TRUE_PROB_KEY).to_numpy()[index.to_numpy()]
 
 
-def to_raw_features(table: pa.Table) -> dict[str, np.ndarray]:
-    """Columns as the serving signature takes them (numeric nulls become NaN)."""
+def to_raw_features(table: pa.Table, cfg=None) -> dict[str, np.ndarray]:
+    """Columns as the serving signature takes them (numeric nulls become NaN; lists
+    padded with "" to the longest in the batch, which the transform drops)."""
+    from components.ctr import feature_config
+    cfg = cfg or feature_config.default()
     out: dict[str, np.ndarray] = {}
-    for key in [*F.HASHED_ID_FEATURES, *F.VOCAB_FEATURES]:
-        out[key] = np.asarray(table.column(key).to_pylist(), dtype=object)
-    for key in F.IDENTITY_FEATURES:
-        out[key] = table.column(key).to_numpy().astype(np.int64)
-    for key in F.NUMERIC_FEATURES:
-        out[key] = table.column(key).cast(pa.float32()).fill_null(np.nan).to_numpy()
+    for key, kind in cfg.raw_columns().items():
+        if key in (cfg.example_id, cfg.label):
+            continue
+        col = table.column(key)
+        if kind == "str":
+            out[key] = np.asarray(col.to_pylist(), dtype=object)
+        elif kind == "int":
+            out[key] = col.to_numpy().astype(np.int64)
+        elif kind == "float":
+            out[key] = col.cast(pa.float32()).fill_null(np.nan).to_numpy()
+        else:
+            values = [v or [] for v in col.to_pylist()]
+            width = max([len(v) for v in values] or [0]) or 1
+            out[key] = np.asarray([v + [""] * (width - len(v)) for v in values], dtype=object)
     return out
 
 

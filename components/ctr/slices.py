@@ -10,6 +10,10 @@ other data (training window, user history store) has to be read:
 - `user_type`: "returning" if `user_past_clicks` > 0, "new" if it is 0, "unknown" if it
   is missing. Past clicks stand in for "seen before": a user with clicks has history;
   "present in the training window" would need the window's rows and is not used.
+
+Those three are the generated logs' slices. For other logs, the feature config's `slices`
+names raw columns; each becomes a slice of its `top_categories` most frequent values plus
+"other" (the same rule as `category`).
 """
 from __future__ import annotations
 
@@ -22,9 +26,8 @@ UNKNOWN = "unknown"
 SLICES = ("category", "device", "user_type")
 
 
-def _category(table: pa.Table, top_categories: int) -> np.ndarray:
-    values = np.asarray(table.column("category_id").fill_null(UNKNOWN).to_pylist(),
-                        dtype=object)
+def _category(table: pa.Table, top_categories: int, column: str = "category_id") -> np.ndarray:
+    values = np.asarray(table.column(column).fill_null(UNKNOWN).to_pylist(), dtype=object)
     uniq, counts = np.unique(values.astype(str), return_counts=True)
     ranked = sorted(range(uniq.size), key=lambda k: (-counts[k], uniq[k]))
     top = {str(uniq[k]) for k in ranked[:max(int(top_categories), 0)]}
@@ -45,9 +48,11 @@ def _user_type(table: pa.Table) -> np.ndarray:
 def assign(table: pa.Table, slices: tuple[str, ...] | list[str] = SLICES,
            top_categories: int = 10) -> dict[str, np.ndarray]:
     """{slice name: one value per row}, the input `components.metrics.slice_metrics` takes."""
-    unknown = sorted(set(slices) - set(SLICES))
+    unknown = sorted(set(slices) - set(SLICES) - set(table.column_names))
     if unknown:
-        raise ValueError(f"unknown slice(s) {unknown}; known: {list(SLICES)}")
+        raise ValueError(f"unknown slice(s) {unknown}; known: {list(SLICES)} or a raw "
+                         f"column of the eval rows {table.column_names}")
     makers = {"category": lambda: _category(table, top_categories),
               "device": lambda: _device(table), "user_type": lambda: _user_type(table)}
-    return {name: makers[name]() for name in slices}
+    return {name: (makers[name]() if name in makers else
+                   _category(table, top_categories, column=name)) for name in slices}

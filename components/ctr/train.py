@@ -1,6 +1,7 @@
 """Train the CTR model on the transformed shards and export a serving SavedModel.
 
-Reads `train/*.tfrecord.gz` and the tf.Transform output written by the preprocess job;
+Reads `train/*.tfrecord.gz`, the tf.Transform output and the feature config
+(`feature_config.json`; the generated logs' default when absent) written by the preprocess job;
 writes `<out_dir>/serving_model` (SavedModel whose `serving_default` takes *raw*
 features and applies the transform graph itself, so clients never re-implement
 preprocessing) and `<out_dir>/train_summary.json`. The write is atomic.
@@ -36,21 +37,22 @@ class TrainSpec:
     l2: float = 2.0              # prior strength of first-order terms (summed-loss units)
     hidden_units: tuple[int, ...] | list[int] = (32, 16)
     seed: int = 1
-    id_l2: dict[str, float] = dataclasses.field(
-        default_factory=lambda: {"user_id": 10.0, "item_id": 5.0})  # per-field override of l2
+    # Per-field options; None: the feature config's `model:` section (for the generated
+    # logs: id_l2 {user_id: 10, item_id: 5}, deep_fields [category_id, device, hour,
+    # position], count_features [item_id]). Names must be categorical fields of the config.
+    id_l2: dict[str, float] | None = None  # per-field override of l2
     embedding_dim: int = 4       # embeddings of the deep (and FM) fields
     embedding_l2: float = 10.0
     dropout: float = 0.2
-    deep_fields: list[str] = dataclasses.field(
-        default_factory=lambda: ["category_id", "device", "hour", "position"])
+    deep_fields: list[str] | None = None
     fm_fields: list[str] = dataclasses.field(default_factory=list)  # e.g. ["user_id", "category_id"]
-    count_features: list[str] = dataclasses.field(default_factory=lambda: ["item_id"])
+    count_features: list[str] | None = None
     lr_decay: str = "cosine"     # "cosine" or "none"
 
 
-def _dataset(pattern: str, feature_spec: dict, batch_size: int, shuffle: bool, seed: int):
+def _dataset(pattern: str, feature_spec: dict, batch_size: int, shuffle: bool, seed: int,
+             label: str):
     import tensorflow as tf
-    from components.ctr import features as F
     files = tf.io.gfile.glob(pattern)
     if not files:
         raise FileNotFoundError(f"no transformed shards match {pattern}")
@@ -59,28 +61,29 @@ def _dataset(pattern: str, feature_spec: dict, batch_size: int, shuffle: bool, s
         ds = ds.shuffle(100_000, seed=seed, reshuffle_each_iteration=True)
     ds = ds.batch(batch_size).map(lambda x: tf.io.parse_example(x, feature_spec),
                                   num_parallel_calls=tf.data.AUTOTUNE)
-    ds = ds.map(lambda f: (f, f.pop(F.LABEL_KEY)))
+    ds = ds.map(lambda f: (f, f.pop(label)))
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def _window_stats(pattern: str, feature_spec: dict, count_features) -> tuple[int, float, dict]:
+def _window_stats(pattern: str, feature_spec: dict, count_features,
+                  cfg) -> tuple[int, float, dict]:
     """One pass over the training shards: rows, click rate, per-id counts of count_features."""
     import numpy as np
     import tensorflow as tf
-    from components.ctr import features as F
-    wanted = {F.LABEL_KEY, *(F.transformed_name(k) for k in count_features)}
+    from components.ctr.feature_config import transformed_name
+    wanted = {cfg.label, *(transformed_name(k) for k in count_features)}
     spec = {k: v for k, v in feature_spec.items() if k in wanted}
     files = tf.io.gfile.glob(pattern)
     ds = (tf.data.TFRecordDataset(files, compression_type="GZIP")
           .batch(65536).map(lambda x: tf.io.parse_example(x, spec)))
     rows, clicks = 0, 0.0
-    counts = {k: np.zeros(F.categorical_size(k), dtype=np.int64) for k in count_features}
+    counts = {k: np.zeros(cfg.categorical_size(k), dtype=np.int64) for k in count_features}
     for batch in ds.as_numpy_iterator():
-        labels = batch[F.LABEL_KEY]
+        labels = batch[cfg.label]
         rows += len(labels)
         clicks += float(labels.sum())
         for k in count_features:
-            counts[k] += np.bincount(batch[F.transformed_name(k)], minlength=len(counts[k]))
+            counts[k] += np.bincount(batch[transformed_name(k)], minlength=len(counts[k]))
     if rows == 0:
         raise ValueError(f"no training rows in {pattern}")
     return rows, clicks / rows, counts
@@ -93,28 +96,34 @@ def run(spec: TrainSpec) -> dict:
     from tensorflow_transform.keras_lib import tf_keras
 
     from components.common.atomic import atomic_dir, write_json
-    from components.ctr import features as F
+    from components.ctr import feature_config as fc
     from components.ctr.model import build_model, set_id_counts
-    from components.ctr.transform import raw_feature_spec
+    from components.ctr.transform import serving_signature, serving_to_transform_inputs
     from components.ctr.preprocess import EVAL_DIR, TRAIN_DIR, TRANSFORM_DIR
 
     tf_keras.utils.set_random_seed(spec.seed)  # python, numpy and TensorFlow seeds
     pre = Path(spec.preprocess_dir)
+    cfg = fc.for_preprocess_dir(pre)
+    id_l2 = cfg.model.id_l2_dict() if spec.id_l2 is None else dict(spec.id_l2)
+    deep_fields = list(cfg.model.deep_fields if spec.deep_fields is None else spec.deep_fields)
+    count_features = list(cfg.model.count_features if spec.count_features is None
+                          else spec.count_features)
+    cfg.check_fields("TrainSpec.count_features", count_features, single_valued=True)
     tft_output = tft.TFTransformOutput(str(pre / TRANSFORM_DIR))
     feature_spec = tft_output.transformed_feature_spec()
     train_ds = _dataset(str(pre / TRAIN_DIR / "*.tfrecord.gz"), dict(feature_spec),
-                        spec.batch_size, shuffle=True, seed=spec.seed)
+                        spec.batch_size, shuffle=True, seed=spec.seed, label=cfg.label)
     eval_ds = _dataset(str(pre / EVAL_DIR / "*.tfrecord.gz"), dict(feature_spec),
-                       4 * spec.batch_size, shuffle=False, seed=spec.seed)
+                       4 * spec.batch_size, shuffle=False, seed=spec.seed, label=cfg.label)
 
     started = time.time()  # the statistics pass counts as training time
     rows, click_rate, counts = _window_stats(str(pre / TRAIN_DIR / "*.tfrecord.gz"),
-                                             dict(feature_spec), spec.count_features)
+                                             dict(feature_spec), count_features, cfg)
     model = build_model(tuple(spec.hidden_units), spec.l2, spec.embedding_dim,
-                        num_examples=rows, id_l2=spec.id_l2, embedding_l2=spec.embedding_l2,
-                        dropout=spec.dropout, deep_fields=spec.deep_fields,
-                        fm_fields=spec.fm_fields, count_features=spec.count_features,
-                        base_rate=min(max(click_rate, 1e-4), 1 - 1e-4))
+                        num_examples=rows, id_l2=id_l2, embedding_l2=spec.embedding_l2,
+                        dropout=spec.dropout, deep_fields=deep_fields,
+                        fm_fields=spec.fm_fields, count_features=count_features,
+                        base_rate=min(max(click_rate, 1e-4), 1 - 1e-4), config=cfg)
     set_id_counts(model, counts)
     learning_rate = spec.learning_rate
     if spec.lr_decay == "cosine":
@@ -130,13 +139,13 @@ def run(spec: TrainSpec) -> dict:
     history = model.fit(train_ds, epochs=spec.epochs, validation_data=eval_ds, verbose=2)
     train_seconds = time.time() - started
 
-    raw_spec = raw_feature_spec()
+    raw_spec = serving_signature(cfg)
     model.tft_layer = tft_output.transform_features_layer()
 
-    @tf.function(input_signature=[{k: tf.TensorSpec([None], v.dtype, name=k)
-                                   for k, v in raw_spec.items()}])
+    @tf.function(input_signature=[raw_spec])
     def serve(raw_features):
-        transformed = model.tft_layer(raw_features)
+        transformed = model.tft_layer(serving_to_transform_inputs(cfg, raw_features))
+        transformed.pop(cfg.label, None)
         return {"p_click": model(transformed, training=False)}
 
     out = Path(spec.out_dir)
@@ -145,6 +154,7 @@ def run(spec: TrainSpec) -> dict:
                             signatures={"serving_default": serve.get_concrete_function()})
         if not (tmp / SERVING_DIR / "saved_model.pb").exists():
             raise RuntimeError("export wrote no saved_model.pb")
+        fc.write_model_config(tmp / SERVING_DIR, cfg)
         summary = {
             "epochs": spec.epochs,
             "train_rows": rows,
@@ -154,6 +164,9 @@ def run(spec: TrainSpec) -> dict:
             "history": {k: [round(float(x), 5) for x in v] for k, v in history.history.items()},
             "params": int(model.count_params()),
             "serving_inputs": sorted(raw_spec),
+            "feature_config": {"name": cfg.name, "fingerprint": cfg.fingerprint()},
+            "fields": {"deep_fields": deep_fields, "count_features": count_features,
+                       "id_l2": id_l2},
         }
         write_json(tmp / SUMMARY_FILE, summary)
     log.info("trained in %.1fs; exported %s", train_seconds, out / SERVING_DIR)

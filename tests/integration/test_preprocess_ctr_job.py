@@ -184,14 +184,16 @@ def test_daily_run_reuses_yesterdays_analysis_and_matches_a_full_one(home, prepr
     cache = tmp_path / "cache"
     yesterday = _run(home, "2026-11-02", tmp_path / "d1", cache)
     assert set(_sources(yesterday).values()) == {"computed"}
+    assert yesterday["analysis"]["rows_analysed"] == yesterday["rows_train"]
     assert len(list(cache.iterdir())) == 3     # 11-01 held-out + rest, 11-02 rest
 
     today = _run(home, "2026-11-03", tmp_path / "d2", cache)
     assert _sources(today) == {"2026-11-02_heldout": "computed", "2026-11-02_rest": "cache",
                                "2026-11-03_rest": "computed"}
-    # Only the new parts were read for analysis: yesterday's held-out rows and today's
-    # training rows, far fewer than the window's training rows.
-    assert 0 < today["analysis"]["rows_analysed"] < today["rows_train"] * 0.75
+    # Only the new parts were read for analysis: yesterday's held-out rows (its eval
+    # split) and today's training rows (the window's minus all 4,000 rows of 11-02).
+    assert today["analysis"]["rows_analysed"] == (yesterday["rows_eval"]
+                                                  + today["rows_train"] - 4000)
     assert today["rows_train"] == preprocessed["rows_train"]
     for split in ("train", "eval"):
         assert_same_rows(read_split(str(tmp_path / "d2"), split),

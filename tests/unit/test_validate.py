@@ -254,7 +254,7 @@ def test_bad_inputs_fail_clearly(tmp_path):
     with pytest.raises(FileNotFoundError, match="no _SUCCESS marker"):
         run(ValidateSpec(span_dir=str(span), out_dir=str(tmp_path / "o")))
     (span / "_SUCCESS").write_text("")
-    with pytest.raises(FileNotFoundError, match=r"no part-\*\.parquet files"):
+    with pytest.raises(FileNotFoundError, match=r"no part-\*\.parquet or part-\*\.jsonl\[\.gz\] files"):
         run(ValidateSpec(span_dir=str(span), out_dir=str(tmp_path / "o")))
     with pytest.raises(ValueError, match="drift_thresholds"):
         run(ValidateSpec(span_dir=str(span), out_dir=str(tmp_path / "o"),

@@ -1,0 +1,234 @@
+"""The declarative feature config: the packaged default is today's feature set, round-trips
+through YAML/JSON, and every kind of invalid config is reported with its location, all
+problems of a file at once."""
+from __future__ import annotations
+
+import copy
+import json
+import re
+import sys
+
+import pytest
+
+from components.ctr import feature_config as fc
+from components.ctr import features as F
+
+EXAMPLE = fc.PACKAGED_DIR / "example_user_logs.yaml"
+
+
+def test_default_config_is_todays_feature_set():
+    cfg = fc.default()
+    assert (cfg.label, cfg.example_id) == ("click", "example_id")
+    assert cfg.raw_columns() == {
+        "example_id": "str", "click": "int", "user_id": "str", "item_id": "str",
+        "category_id": "str", "device": "str", "hour": "int", "position": "int",
+        "price": "float", "user_past_clicks": "float", "item_age_days": "float"}
+    assert cfg.categorical_outputs() == {
+        "user_id_xf": 2**18, "item_id_xf": 2**17, "category_id_xf": 2010, "device_xf": 22,
+        "hour_xf": 24, "position_xf": 32}
+    assert cfg.numeric_features() == ["price", "user_past_clicks", "item_age_days"]
+    assert all(cfg.feature(k).transform == "log_zscore" for k in cfg.numeric_features())
+    assert cfg.dense_outputs() == ["price_xf", "price_missing_xf", "user_past_clicks_xf",
+                                   "user_past_clicks_missing_xf", "item_age_days_xf",
+                                   "item_age_days_missing_xf"]
+    assert cfg.slices == ("category_id", "device")
+    assert cfg.crosses == () and cfg.multi_valued_outputs() == {}
+    assert cfg.model.deep_fields == ("category_id", "device", "hour", "position")
+    assert cfg.model.count_features == ("item_id",)
+    assert cfg.model.id_l2_dict() == {"user_id": 10.0, "item_id": 5.0}
+    # features.py derives its constants from it (one source of truth: the YAML).
+    assert F.HASHED_ID_FEATURES == {"user_id": 2**18, "item_id": 2**17}
+    assert F.VOCAB_FEATURES == {"category_id": {"top_k": 2000, "oov_buckets": 10},
+                                "device": {"top_k": 20, "oov_buckets": 2}}
+    assert F.IDENTITY_FEATURES == {"hour": 24, "position": 32}
+    assert F.CATEGORICAL_FEATURES == cfg.categorical_fields()
+    assert F.RAW_INT_COLUMNS == ["ts", "hour", "position", "click"]
+    assert F.categorical_size("category_id") == 2010
+    assert F.transformed_name("price") == "price_xf"
+    assert F.missing_name("price") == "price_missing_xf"
+
+
+def test_configs_round_trip_and_fingerprint_is_canonical(tmp_path):
+    for cfg in (fc.default(), fc.load(EXAMPLE)):
+        d = cfg.to_dict()
+        assert fc.from_dict(d) == cfg
+        path = tmp_path / f"{cfg.name}.json"
+        path.write_text(json.dumps(d, indent=3))
+        assert fc.load(path) == cfg
+        shuffled = dict(reversed(list(d.items())))
+        assert fc.from_dict(shuffled).fingerprint() == cfg.fingerprint()
+        assert re.fullmatch(r"[0-9a-f]{64}", cfg.fingerprint())
+    assert fc.default().fingerprint() != fc.load(EXAMPLE).fingerprint()
+    changed = fc.default().to_dict()
+    changed["features"][0]["hash_buckets"] = 2**17
+    assert fc.from_dict(changed).fingerprint() != fc.default().fingerprint()
+    # load_for / for_preprocess_dir fall back to the default for old artifacts.
+    assert fc.load_for(None) == fc.load_for("") == fc.default()
+    assert fc.load_for(str(EXAMPLE)) == fc.load(EXAMPLE)
+    assert fc.for_preprocess_dir(tmp_path / "nothing") == fc.default()
+    (tmp_path / fc.FEATURE_CONFIG_FILE).write_text(json.dumps(fc.load(EXAMPLE).to_dict()))
+    assert fc.for_preprocess_dir(tmp_path) == fc.load(EXAMPLE)
+    model = tmp_path / "model" / "serving_model"
+    assert fc.for_model_dir(model) == fc.default()          # exported before configs
+    fc.write_model_config(model, fc.load(EXAMPLE))
+    assert fc.for_model_dir(model) == fc.for_model_dir(model.parent) == fc.load(EXAMPLE)
+
+
+def test_example_user_config_covers_every_kind_and_transform():
+    cfg = fc.load(EXAMPLE)
+    assert {(f.kind, f.transform) for f in cfg.features} == {
+        ("numeric", "log_zscore"), ("numeric", "bucketize"), ("categorical", "vocabulary"),
+        ("categorical", "hash"), ("categorical", "identity"),
+        ("multi_categorical", "vocabulary"), ("text", "hash")}
+    assert cfg.raw_columns()["tags"] == "str_list" and cfg.raw_columns()["query"] == "str"
+    assert cfg.raw_columns()["slot"] == "int" and cfg.raw_columns()["age"] == "float"
+    outputs = cfg.categorical_outputs()
+    assert outputs["age_xf"] == 9                      # 8 buckets + the missing bucket
+    assert outputs["country_x_device_xf"] == 4096
+    assert cfg.multi_valued_outputs() == {"tags_xf": 5, "query_xf": 16}
+    assert cfg.dense_features() == ["dwell_time"]
+
+
+def test_the_module_is_importable_without_tensorflow():
+    import subprocess
+    code = ("import sys; from components.ctr import feature_config as fc, features; "
+            "fc.default(); assert 'tensorflow' not in sys.modules, 'tensorflow imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def _base() -> dict:
+    return copy.deepcopy(fc.load(EXAMPLE).to_dict())
+
+
+def _problems(d) -> str:
+    with pytest.raises(ValueError) as e:
+        fc.from_dict(d)
+    return str(e.value)
+
+
+@pytest.mark.parametrize("mutate, expected", [
+    (lambda d: d["features"][0].update(kind="numerical"),
+     "features[0] 'dwell_time': unknown kind 'numerical'"),
+    (lambda d: d["features"][0].update(transform="log"),
+     "features[0] 'dwell_time': unknown transform 'log'"),
+    (lambda d: d["features"][0].update(transform="hash"),
+     "features[0] 'dwell_time': transform 'hash' is not allowed for kind 'numeric'"),
+    (lambda d: d["features"][6].update(transform="identity"),
+     "features[6] 'tags': transform 'identity' is not allowed for kind 'multi_categorical'"),
+    (lambda d: d["features"][1].pop("buckets"),
+     "features[1] 'age': missing required parameter 'buckets' for bucketize"),
+    (lambda d: d["features"][1].update(buckets=1),
+     "features[1] 'age': buckets must be an integer >= 2, got 1"),
+    (lambda d: d["features"][2].update(top_k="many"),
+     "features[2] 'country': top_k must be an integer >= 1, got 'many'"),
+    (lambda d: d["features"][2].update(topk=10),
+     "features[2] 'country': unknown parameter 'topk' for categorical/vocabulary"),
+    (lambda d: d["features"][4].update(top_k=10),
+     "features[4] 'ad_id': unknown parameter 'top_k' for categorical/hash"),
+    (lambda d: d["features"][6].pop("max_values"),
+     "features[6] 'tags': missing required parameter 'max_values'"),
+    (lambda d: d["features"][5].update(dtype="str"),
+     "features[5] 'slot': identity needs integer ids (dtype: int)"),
+    (lambda d: d["features"].append(dict(d["features"][2])),
+     "features[8] 'country': duplicate name (also features[2])"),
+    (lambda d: d["features"][3].update(name="clicked"),
+     "features[3] 'clicked': clashes with the label column"),
+    (lambda d: d.update(example_id="clicked"),
+     "example_id: is the same column as the label ('clicked')"),
+    (lambda d: d["features"][3].update(name="bad name"),
+     "features[3] 'bad name': name must match"),
+    (lambda d: d["crosses"][0].update(features=["country", "devic"]),
+     "crosses[0] 'country_x_device'.features: unknown feature 'devic'"),
+    (lambda d: d["crosses"][0].update(features=["country", "tags"]),
+     "crosses[0] 'country_x_device'.features: 'tags' is multi_categorical, only categorical"),
+    (lambda d: d["crosses"][0].update(features=["country"]),
+     "crosses[0] 'country_x_device'.features: a cross needs at least 2 features"),
+    (lambda d: d["crosses"][0].pop("hash_buckets"),
+     "crosses[0] 'country_x_device': missing required parameter 'hash_buckets'"),
+    (lambda d: d.update(slices=["country", "continent"]),
+     "slices[1]: unknown column 'continent'"),
+    (lambda d: d.update(slices=["dwell_time"]),
+     "slices[0]: 'dwell_time' is numeric; slices must be categorical"),
+    (lambda d: d["model"].update(deep_fields=["dwell_time"]),
+     "model.deep_fields: 'dwell_time' is not a categorical feature or cross"),
+    (lambda d: d["model"].update(count_features=["tags"]),
+     "model.count_features: 'tags' is multi-valued"),
+    (lambda d: d.update(labels="x"), "labels: unknown key"),
+    (lambda d: d.pop("label"), "label: must be a column name"),
+    (lambda d: d.update(features=[]), "features: must be a non-empty list"),
+])
+def test_each_invalid_config_names_its_location(mutate, expected):
+    d = _base()
+    mutate(d)
+    assert expected in _problems(d)
+
+
+def test_all_problems_are_reported_at_once(tmp_path):
+    d = _base()
+    d["features"][0]["kind"] = "numerical"
+    d["features"][2]["oov_buckets"] = 0
+    d["crosses"][0]["features"] = ["country", "nope"]
+    d["slices"] = ["nowhere"]
+    path = tmp_path / "bad.yaml"
+    import yaml
+    path.write_text(yaml.safe_dump(d))
+    with pytest.raises(ValueError) as e:
+        fc.load(path)
+    message = str(e.value)
+    assert message.startswith(f"invalid feature config {path}: 4 problem(s):")
+    for part in ("features[0] 'dwell_time': unknown kind 'numerical'",
+                 "features[2] 'country': oov_buckets must be an integer >= 1, got 0",
+                 "crosses[0] 'country_x_device'.features: unknown feature 'nope'",
+                 "slices[0]: unknown column 'nowhere'"):
+        assert part in message
+
+
+def test_unreadable_files_fail_clearly(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        fc.load(tmp_path / "missing.yaml")
+    (tmp_path / "broken.yaml").write_text("label: [unclosed\n")
+    with pytest.raises(ValueError, match="broken.yaml is not valid YAML"):
+        fc.load(tmp_path / "broken.yaml")
+    (tmp_path / "broken.json").write_text("{")
+    with pytest.raises(ValueError, match="broken.json is not valid JSON"):
+        fc.load(tmp_path / "broken.json")
+
+
+def test_trainer_field_options_are_checked_against_the_config():
+    cfg = fc.load(EXAMPLE)
+    cfg.check_fields("deep_fields", ["tags", "country_x_device", "age"])
+    with pytest.raises(ValueError, match=r"deep_fields: \['user_id'\] are not categorical "
+                                         r"features of the feature config example_user_logs"):
+        cfg.check_fields("deep_fields", ["user_id"])
+    with pytest.raises(ValueError, match=r"count_features: \['query'\] are multi-valued"):
+        cfg.check_fields("count_features", ["query"], single_valued=True)
+
+
+def test_validation_rules_come_from_the_config():
+    from components.validation_rules import DEFAULT_DRIFT, rules_for
+    generated = rules_for(fc.default())
+    assert set(generated.expected_columns) == {*F.RAW_STRING_COLUMNS, *F.RAW_INT_COLUMNS,
+                                               *F.RAW_FLOAT_COLUMNS}      # incl. extra `ts`
+    assert generated.allowed_values["device"] == ["ios", "android", "web", "tablet", "other"]
+    assert generated.ranges["hour"] == (0, 23) and generated.drift["device"]["max"] == 0.1
+    user = rules_for(fc.load(EXAMPLE))
+    assert user.label == "clicked" and "tags" in user.expected_columns
+    assert "tags" not in user.arrow_types and "dwell_time" not in user.never_null
+    assert user.drift["country"] == {"metric": "js", "max": 0.2, "severity": "error"}
+    assert user.drift["ad_id"] == DEFAULT_DRIFT["categorical"]            # not listed
+    assert user.drift["dwell_time"] == DEFAULT_DRIFT["numeric"]
+
+
+def test_invalid_validation_rules_name_their_location():
+    base = fc.load(EXAMPLE).to_dict()
+    base["validation"] = {"ranges": {"country": [0, 1], "nope": [1, 2], "age": [None, None]},
+                          "drift": {"age": {"metric": "js", "max": 0.1}},
+                          "patterns": {"event_id": "("}, "extra_columns": {"age": "int"},
+                          "bogus": 1}
+    with pytest.raises(ValueError) as e:
+        fc.from_dict(base)
+    for where in ("validation.bogus", "validation.ranges.country", "validation.ranges.nope",
+                  "validation.ranges.age", "validation.patterns.event_id",
+                  "validation.drift.age", "validation.extra_columns.age"):
+        assert where in str(e.value), where
+    assert "7 problem(s)" in str(e.value)
