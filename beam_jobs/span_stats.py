@@ -335,6 +335,10 @@ class ReadBatches(beam.DoFn):
                       else default_layout())
             for i, (batch, _) in enumerate(read_jsonl_batches(path, self.batch_size,
                                                               layout=layout)):
+                # JSON numbers are doubles; the reader's float32 is the model's choice.
+                batch = pa.RecordBatch.from_arrays(
+                    [c.cast(pa.float64()) if pa.types.is_floating(c.type) else c
+                     for c in batch.columns], names=batch.schema.names)
                 self.rows.inc(batch.num_rows)
                 yield Path(path).name, f"{Path(path).name}:{i}", batch
             return

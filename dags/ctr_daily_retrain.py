@@ -70,6 +70,15 @@ def _home() -> Path:
         "span_timeout_minutes": Param(
             720, type="number", minimum=0,
             description="How long to wait for the span's _SUCCESS marker before failing."),
+        # Your own logs: where they are and what they hold. Deployment defaults come from
+        # the environment (RETRAIN_RAW_ROOT, RETRAIN_FEATURE_CONFIG); a run may override.
+        "raw_root": Param(os.environ.get("RETRAIN_RAW_ROOT", ""), type="string",
+                          description="Folder (or gs://, s3://) holding the dt=YYYY-MM-DD "
+                                      "partitions. Empty: <RETRAIN_HOME>/raw/ctr."),
+        "feature_config": Param(
+            os.environ.get("RETRAIN_FEATURE_CONFIG", ""), type="string",
+            description="YAML/JSON feature config of the logs (columns, types, transforms, "
+                        "label, validation rules). Empty: the generated demo logs' config."),
     },
 )
 def ctr_daily_retrain():
@@ -82,9 +91,13 @@ def ctr_daily_retrain():
         span = derive_span(params.get("span"), logical_date, getattr(dag_run, "run_after", None))
         home = _home()
         run_dir = paths.run_dir(home, MODEL_NAME, span, run_id)
+        raw_root = params.get("raw_root") or str(home / "raw" / MODEL_NAME)
+        config = params.get("feature_config") or ""
+        if config and not Path(config).is_file():
+            raise FileNotFoundError(f"feature_config {config!r} does not exist")
         return {"span": span.isoformat(), "home": str(home), "run_id": run_id,
-                "raw_root": str(home / "raw" / MODEL_NAME),
-                "span_dir": str(paths.raw_span_dir(home, MODEL_NAME, span)),
+                "raw_root": raw_root, "span_dir": f"{raw_root}/dt={span.isoformat()}",
+                "feature_config": config and str(Path(config).resolve()),
                 "run_dir": str(run_dir),
                 "shadow": is_shadow(params.get("shadow"), getattr(dag_run, "run_type", None))}
 
@@ -117,17 +130,18 @@ def ctr_daily_retrain():
         from airflow.sdk.exceptions import AirflowFailException
 
         from components.common.launch import StepFailed
-        from components.common.lineage import raw_span_ref, run_tracked
+        from components.common.lineage import config_refs, raw_span_ref, run_tracked
         try:
             # Never reused: the verdict also depends on the history of earlier spans.
             result = run_tracked("validate", "components.validate", {
                 "span_dir": ctx["span_dir"], "out_dir": f"{ctx['run_dir']}/validation",
                 "history_root": f"{ctx['home']}/runs/{MODEL_NAME}",
                 "quarantine_dir": f"{ctx['home']}/quarantine/{MODEL_NAME}",
-                "run_id": ctx["run_id"],
+                "run_id": ctx["run_id"], "feature_config": ctx["feature_config"],
                 "override_reason": params.get("override_validation_reason")},
                 home=ctx["home"], family=MODEL_NAME, run_dir=ctx["run_dir"],
-                inputs=[raw_span_ref(ctx["span_dir"])], uri_key="uri",
+                inputs=[raw_span_ref(ctx["span_dir"]), *config_refs(ctx["feature_config"])],
+                uri_key="uri",
                 artifact_type="validation_report", reuse=False,
                 figures=("rows", "n_failed", "gate", "data_docs"))
         except StepFailed as e:
@@ -144,15 +158,17 @@ def ctr_daily_retrain():
     @task(pool=HEAVY_POOL)
     def preprocess(ctx: dict, validation: dict, params=None) -> dict:
         """Beam + tf.Transform over the window; reused when inputs, code and params match."""
-        from components.common.lineage import raw_span_refs, run_tracked
+        from components.common.lineage import config_refs, raw_span_refs, run_tracked
         return run_tracked(
             "preprocess", "components.ctr.preprocess", {
                 "raw_root": ctx["raw_root"], "span": ctx["span"],
                 "output_dir": f"{ctx['run_dir']}/preprocess",
                 "window_days": params["window_days"], "eval_percent": params["eval_percent"],
-                "analysis_cache_dir": f"{ctx['home']}/cache/{MODEL_NAME}/tft_analysis"},
+                "analysis_cache_dir": f"{ctx['home']}/cache/{MODEL_NAME}/tft_analysis",
+                "feature_config": ctx["feature_config"]},
             home=ctx["home"], family=MODEL_NAME, run_dir=ctx["run_dir"],
-            inputs=raw_span_refs(ctx["home"], MODEL_NAME, ctx["span"], params["window_days"]),
+            inputs=[*raw_span_refs(ctx["raw_root"], ctx["span"], params["window_days"]),
+                    *config_refs(ctx["feature_config"])],
             uri_key="output_dir", artifact_type="transformed_examples",
             figures=("rows_in", "rows_train", "rows_eval", "window", "seconds"))
 

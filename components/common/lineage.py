@@ -23,7 +23,6 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from components.common import paths
 from components.common.atomic import read_json, write_json
 from components.common.version import code_fingerprint, code_version
 
@@ -64,16 +63,28 @@ def _visible_files(root: Path) -> Iterable[Path]:
                 yield Path(dirpath) / name
 
 
-def raw_span_refs(home: str | os.PathLike, family: str, span: str, window_days: int) -> list[dict]:
-    """Input references for the raw partitions of a window ending at `span` (oldest first);
-    days with no partition are left out (the step itself decides whether that is fatal)."""
+def raw_span_refs(raw_root: str | os.PathLike, span: str, window_days: int) -> list[dict]:
+    """Input references for the raw partitions under `raw_root` of a window ending at
+    `span` (oldest first); days with no partition are left out (the step itself decides
+    whether that is fatal)."""
     end = dt.date.fromisoformat(span)
     refs = []
     for back in range(window_days - 1, -1, -1):
-        day_dir = paths.raw_span_dir(Path(home), family, end - dt.timedelta(days=back))
+        day_dir = Path(raw_root) / f"dt={(end - dt.timedelta(days=back)).isoformat()}"
         if day_dir.is_dir():
             refs.append(raw_span_ref(day_dir))
     return refs
+
+
+def config_refs(path: str | os.PathLike | None) -> list[dict]:
+    """The feature config file as an input (its content is part of the fingerprint, so a
+    changed config is never served a cached artifact); [] for the built-in default."""
+    if not path:
+        return []
+    p = Path(path).resolve()
+    return [{"name": p.name, "type": "feature_config", "uri": f"file://{p}",
+             "fingerprint": hashlib.sha256(p.read_bytes()).hexdigest()[:16], "figures": {},
+             "complete": True}]
 
 
 def raw_span_ref(day_dir: str | os.PathLike) -> dict:

@@ -517,6 +517,12 @@ def add_cli(subparsers) -> None:
                    help="number of item categories (default 1000)")
     p.add_argument("--overwrite", action="store_true",
                    help="regenerate days that already exist (default: keep and skip them)")
+    p.add_argument("--feature-config", default=None,
+                   help="instead: logs shaped by this YAML/JSON feature config (JSONL.gz, "
+                        "every column it reads, a learnable label), to try your schema")
+    p.add_argument("--raw-root", default=None,
+                   help="with --feature-config: where the dt=YYYY-MM-DD partitions go "
+                        "(default: OUT_ROOT/raw/ctr)")
     p.add_argument("--json", action="store_true", help="print the result as JSON instead")
     p.set_defaults(func=_cli)
 
@@ -524,6 +530,14 @@ def add_cli(subparsers) -> None:
 def _cli(args: argparse.Namespace) -> int:
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    if args.feature_config:
+        from components.ctr import synth
+        raw_root = args.raw_root or str(artifact_root(args.out_root) / "raw" / "ctr")
+        result = synth.run(synth.SynthSpec(
+            feature_config=args.feature_config, raw_root=raw_root, start=args.start,
+            days=args.days, rows_per_day=args.rows_per_day, seed=args.seed))
+        print(json.dumps(result, indent=2))
+        return 0
     spec = GenerateSpec(out_root=str(artifact_root(args.out_root)), start=args.start,
                         days=args.days, rows_per_day=args.rows_per_day, seed=args.seed,
                         n_users=args.n_users, n_items=args.n_items,

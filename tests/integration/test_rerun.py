@@ -62,7 +62,7 @@ def test_killed_preprocess_retry_leaves_one_complete_artifact_and_rerun_reuses(
         home, tmp_path, monkeypatch, caplog):
     run_a = tmp_path / "runs" / "ctr" / f"dt={SPAN_ISO}" / "run_a"
     spec = _preprocess_spec(home, run_a)
-    raw = lineage.raw_span_refs(home, "ctr", SPAN_ISO, WINDOW_DAYS)
+    raw = lineage.raw_span_refs(home / "raw" / "ctr", SPAN_ISO, WINDOW_DAYS)
     monkeypatch.setenv("AIRFLOW_CTX_DAG_ID", "ctr_daily_retrain")
     monkeypatch.setenv("AIRFLOW_CTX_DAG_RUN_ID", "run_a")
     monkeypatch.setenv("AIRFLOW_CTX_TASK_ID", "preprocess")
@@ -103,7 +103,8 @@ def test_killed_preprocess_retry_leaves_one_complete_artifact_and_rerun_reuses(
 
     with caplog.at_level(logging.INFO, logger="retrain.lineage"):
         pre_b = _tracked("preprocess", "components.ctr.preprocess", _preprocess_spec(home, run_b),
-                         tmp_path, run_b, lineage.raw_span_refs(home, "ctr", SPAN_ISO, WINDOW_DAYS),
+                         tmp_path, run_b, lineage.raw_span_refs(home / "raw" / "ctr", SPAN_ISO,
+                                                               WINDOW_DAYS),
                          uri_key="output_dir", artifact_type="transformed_examples",
                          runner=must_not_run)
         trained_b = _tracked("train", "components.ctr.train",

@@ -70,10 +70,20 @@ def test_files_fingerprint_sees_changes_but_not_temp_dirs(tmp_path):
     assert lineage.files_fingerprint(d) != changed
 
 
+def test_a_feature_config_is_an_input_whose_content_is_fingerprinted(tmp_path):
+    assert lineage.config_refs("") == []               # the built-in default config
+    cfg = tmp_path / "logs.yaml"
+    cfg.write_text("label: clicked\n")
+    (ref,) = lineage.config_refs(cfg)
+    assert ref["type"] == "feature_config" and ref["uri"] == f"file://{cfg.resolve()}"
+    cfg.write_text("label: converted\n")
+    assert lineage.config_refs(cfg)[0]["fingerprint"] != ref["fingerprint"]
+
+
 def test_raw_span_refs_cover_the_window_oldest_first(tmp_path):
     for day in ("2026-11-01", "2026-11-03"):
         make_span(tmp_path, day, rows=5)
-    refs = lineage.raw_span_refs(tmp_path, "ctr", "2026-11-03", window_days=3)
+    refs = lineage.raw_span_refs(tmp_path / "raw" / "ctr", "2026-11-03", window_days=3)
     assert [r["name"] for r in refs] == ["dt=2026-11-01", "dt=2026-11-03"]   # 11-02 missing
     assert refs[0]["uri"].startswith("file://") and refs[0]["figures"]["rows"] == 5
     assert all(r["complete"] for r in refs)
@@ -95,7 +105,7 @@ def _run(home: Path, run: str, step: CountingStep, value: int = 1, reuse: bool =
     return lineage.run_tracked(
         "preprocess", "tests.step", {"out": f"{run_dir}/pre", "value": value},
         home=str(home), family="ctr", run_dir=str(run_dir),
-        inputs=lineage.raw_span_refs(home, "ctr", "2026-11-02", 2), uri_key="out",
+        inputs=lineage.raw_span_refs(home / "raw" / "ctr", "2026-11-02", 2), uri_key="out",
         artifact_type="transformed_examples", figures=("rows",), reuse=reuse, runner=step)
 
 

@@ -156,3 +156,33 @@ def test_truncated_gzip_fails_the_pipeline_naming_the_file(tmp_path):
             _ = (p | beam.Create([str(path)])
                  | beam.ParDo(job.ReadSplitBatches("2026-11-03", 20, 256))
                  .with_outputs(job.TRAIN_DIR, job.EVAL_DIR, job.REJECTED_DIR))
+
+
+def test_a_user_config_sets_the_columns_types_and_label_of_the_reader(tmp_path):
+    """With example_user_logs.yaml: its label and id, list columns (null or absent = no
+    values; a string or a list of numbers is a wrong type), the Parquet path alike."""
+    from components.ctr import feature_config as fc
+    layout = job.RawLayout.of(fc.load(fc.PACKAGED_DIR / "example_user_logs.yaml"))
+    row = {"event_id": "e1", "clicked": 1, "dwell_time": 2.5, "age": 30.0, "country": "DE",
+           "device": "ios", "ad_id": "a9", "slot": 3, "tags": ["x", "y"], "query": "red shoes"}
+    assert job.check_record(row, layout) is None
+    assert job.check_record({**row, "tags": None, "age": None}, layout) is None
+    assert job.check_record({**row, "tags": "x"}, layout)[0] == "wrong_type"
+    assert job.check_record({**row, "tags": [1]}, layout)[0] == "wrong_type"
+    assert job.check_record({**row, "clicked": 2}, layout)[0] == "bad_value"
+    assert job.check_record({k: v for k, v in row.items() if k != "query"}, layout)[0] == \
+        "missing_field"
+    path = write_jsonl(tmp_path / "part-0.jsonl.gz",
+                       [line(row), line({**row, "event_id": "e2", "tags": None}),
+                        line({**row, "event_id": "e3", "slot": "3"})])
+    (batch, rejects), = job.read_jsonl_batches(path, 10, layout=layout)
+    assert batch.column("tags").to_pylist() == [["x", "y"], []]
+    assert [r["reason"] for r in rejects] == ["wrong_type"] and rejects[0]["line"] == 3
+    pq.write_table(pa.Table.from_batches([batch]), tmp_path / "part-0.parquet")
+    (pbatch, prejects), = job.read_parquet_batches(str(tmp_path / "part-0.parquet"), 10,
+                                                   layout=layout)
+    assert pbatch.to_pylist() == batch.to_pylist() and prejects == []
+    model = job.to_model_batch(batch, job.arrow_schema(layout))
+    assert model.column("tags").to_pylist() == [[b"x", b"y"], []]
+    assert model.column("slot").to_pylist() == [[3], [3]]
+    assert "event_id" not in model.schema.names

@@ -124,3 +124,35 @@ def test_standalone_job_writes_stats_and_sample(tmp_path):
     assert pq.read_table(out / S.SAMPLE_FILE).num_rows == 100
     with pytest.raises(FileNotFoundError, match="no part-"):
         S.run([f"--span-dir={tmp_path}", f"--output-dir={out}"])
+
+
+def test_a_jsonl_span_has_the_same_statistics_as_its_parquet_twin(tmp_path):
+    """The same rows as part-*.jsonl.gz and as part-*.parquet: equal counts, nulls, types,
+    numeric summaries and top values (JSON numbers summarised as doubles, like Parquet)."""
+    import gzip
+
+    from components.ctr.generate import GenerateSpec, run as generate
+    generate(GenerateSpec(out_root=str(tmp_path), start="2026-11-01", days=1,
+                          rows_per_day=2000, n_users=500, n_items=300, n_categories=20))
+    parquet_span = tmp_path / "raw" / "ctr" / "dt=2026-11-01"
+    jsonl_span = tmp_path / "jsonl" / "dt=2026-11-01"
+    jsonl_span.mkdir(parents=True)
+    rows = pq.read_table(parquet_span / "part-00000.parquet").to_pylist()
+    with gzip.open(jsonl_span / "part-00000.jsonl.gz", "wt") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in rows)
+    stats = {}
+    for name, span in (("parquet", parquet_span), ("jsonl", jsonl_span)):
+        S.run([f"--span-dir={span}", f"--output-dir={tmp_path / name}"])
+        stats[name] = json.loads((tmp_path / name / S.STATS_FILE).read_text())
+    a, b = stats["parquet"], stats["jsonl"]
+    assert a["rows"] == b["rows"] == 2000 and a["label_rate"] == b["label_rate"]
+    # The JSONL reader reads the feature config's columns: the Parquet extras (`ts`) aside,
+    # every column is summarised alike.
+    assert set(b["columns"]) <= set(a["columns"])
+    for col, sb in b["columns"].items():
+        sa = a["columns"][col]
+        assert (sa["types"], sa["nulls"]) == (sb["types"], sb["nulls"]), col
+        if "numeric" in sa:
+            assert sb["numeric"]["mean"] == pytest.approx(sa["numeric"]["mean"], rel=1e-6), col
+        if "top" in sa:
+            assert [v for v, _, _ in sa["top"]] == [v for v, _, _ in sb["top"]], col
