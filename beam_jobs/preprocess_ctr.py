@@ -354,14 +354,15 @@ class ReadSplitBatches(beam.DoFn):
         self._rows = {s: Metrics.counter(NAMESPACE, f"rows_{s}") for s in (TRAIN_DIR, EVAL_DIR)}
         self._rows_rejected = Metrics.counter(NAMESPACE, "rows_rejected")
         self._by_reason = {r: Metrics.counter(NAMESPACE, f"rejected_{r}") for r in REJECT_REASONS}
+        self._read_us = Metrics.counter(NAMESPACE, "read_us")
 
     def setup(self):
         self._schema = arrow_schema(self._layout)
 
     def process(self, path: str):
         is_span = f"dt={self._eval_span}" in path
-        for batch, rejects in read_batches(path, self._batch_size, self._max_line_bytes,
-                                           self._layout):
+        for batch, rejects in _timed(read_batches(path, self._batch_size, self._max_line_bytes,
+                                                  self._layout), self._read_us):
             self._rows_in.inc(batch.num_rows + len(rejects))
             if rejects:
                 self._rows_rejected.inc(len(rejects))
@@ -378,6 +379,21 @@ class ReadSplitBatches(beam.DoFn):
                 if n:
                     self._rows[split].inc(n)
                     yield beam.pvalue.TaggedOutput(split, _select(model_batch, mask, n))
+
+
+def _timed(items, counter_us):
+    """Yield from `items`, adding to `counter_us` the microseconds spent producing them
+    (not what the consumers of each yielded item spend: fused stages run inside yield)."""
+    it = iter(items)
+    while True:
+        t = time.perf_counter()
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        finally:
+            counter_us.inc(round((time.perf_counter() - t) * 1e6))
+        yield item
 
 
 def read_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
@@ -439,12 +455,14 @@ class ReadAnalysisParts(beam.DoFn):
         self._max_line_bytes = max_line_bytes
         self._layout = layout or default_layout()
         self._rows = Metrics.counter(NAMESPACE, "rows_analysed")
+        self._read_us = Metrics.counter(NAMESPACE, "analysis_read_us")
 
     def setup(self):
         self._schema = arrow_schema(self._layout)
 
     def process(self, path: str, parts: list[str]):
-        for batch, _ in read_batches(path, self._batch_size, self._max_line_bytes, self._layout):
+        for batch, _ in _timed(read_batches(path, self._batch_size, self._max_line_bytes,
+                                            self._layout), self._read_us):
             if not batch.num_rows:
                 continue
             held_out = held_out_mask(batch, self._eval_percent, self._layout)
@@ -467,12 +485,14 @@ class _WriteBundleShard(beam.DoFn):
 
     def __init__(self, directory: str):
         self._dir = directory
+        self._write_us = Metrics.counter(NAMESPACE, "write_us")
 
     def start_bundle(self):
         self._writer = self._path = None
 
     def process(self, element, encoder):
         import tensorflow as tf
+        t = time.perf_counter()
         batch = element[0] if isinstance(element, tuple) else element   # drop passthrough
         if self._writer is None:
             self._path = f"{self._dir}/.tmp-{uuid.uuid4().hex}.tfrecord.gz"
@@ -480,6 +500,7 @@ class _WriteBundleShard(beam.DoFn):
         write = self._writer.write
         for record in encoder.encode(batch):
             write(record)
+        self._write_us.inc(round((time.perf_counter() - t) * 1e6))
 
     def finish_bundle(self):
         if self._writer is not None:
@@ -741,6 +762,13 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
             "feature_config": {"name": cfg.name, "fingerprint": cfg.fingerprint()[:16],
                                "source": args.feature_config or "default"},
             "seconds": round(time.time() - started, 1),
+            # Time inside the job's own steps, summed over workers (so it can exceed the
+            # wall time with several); the rest is tf.Transform (analysis, transform),
+            # the runner and start-up. Not measured with --num-shards (Beam's sink).
+            "stage_seconds": {
+                "read_for_analysis": round(counters.get("analysis_read_us", 0) / 1e6, 3),
+                "read_for_transform": round(counters.get("read_us", 0) / 1e6, 3),
+                "encode_and_write": round(counters.get("write_us", 0) / 1e6, 3)},
             "runner": options.get_all_options().get("runner") or "DirectRunner",
         }
         summary["rows_per_second"] = round(summary["rows_in"] / max(summary["seconds"], 1e-9))

@@ -204,6 +204,10 @@ def test_daily_run_reuses_yesterdays_analysis_and_matches_a_full_one(home, prepr
     again = _run(home, "2026-11-03", tmp_path / "d3", cache)
     assert set(_sources(again).values()) == {"cache"}
     assert again["analysis"]["rows_analysed"] == 0
+    # Time per stage: no reading for analysis when everything came from the cache.
+    assert again["stage_seconds"]["read_for_analysis"] == 0
+    assert yesterday["stage_seconds"]["read_for_analysis"] > 0
+    assert again["stage_seconds"]["encode_and_write"] > 0
     assert_same_rows(read_split(str(tmp_path / "d3"), "train"),
                      read_split(str(tmp_path / "d2"), "train"), exact=True)
     assert not [p for p in cache.iterdir() if p.name.startswith(".tmp")]
