@@ -13,6 +13,8 @@ from pathlib import Path
 
 from airflow.sdk import Asset, Param, dag, task
 
+from retrain.dag_defaults import DAILY, home as _home, publish_params, span_params
+
 MODEL_NAME = "ctr"
 CTR_MODEL = Asset(name="ctr_model", uri="file:///retrain/registry/ctr")
 # Pools from scripts/pools.json; backfill runs' heavy tasks are moved to a one-slot pool
@@ -20,43 +22,24 @@ CTR_MODEL = Asset(name="ctr_model", uri="file:///retrain/registry/ctr")
 HEAVY_POOL = "retrain_heavy"
 # Parameter-server trainings (a GPU pool in production) are capped by their own pool.
 TRAINING_POOL = "gpu_training"
-DEFAULT_HOME = Path(__file__).resolve().parents[1] / "var"
 # Seconds between two looks for the span's _SUCCESS marker (reschedule mode: no worker
 # slot is held in between). An environment setting so tests can poke every second.
 SPAN_POKE_SECONDS = float(os.environ.get("RETRAIN_SPAN_POKE_SECONDS", "300"))
 
 
-def _home() -> Path:
-    return Path(os.environ.get("RETRAIN_HOME") or DEFAULT_HOME).resolve()
-
-
 @dag(
     dag_id="ctr_daily_retrain",
-    schedule="@daily",
-    start_date=dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc),
-    catchup=False,
-    max_active_runs=1,
-    default_args={"retries": 1, "retry_delay": dt.timedelta(minutes=1)},
+    **DAILY,
     tags=["retrain", "ctr"],
     doc_md=__doc__,
     params={
-        "span": Param(None, type=["null", "string"], format="date",
-                      description="Day of data to train on (YYYY-MM-DD). "
-                                  "Empty: the day before the run's logical date."),
-        "window_days": Param(3, type="integer", minimum=1, maximum=60,
-                             description="Days of logs analysed and trained on, ending at the span."),
-        "eval_percent": Param(20, type="integer", minimum=1, maximum=50,
-                              description="Share of the span held out for evaluation."),
+        **span_params("data", "Days of logs analysed and trained on, ending at the span.",
+                      "Share of the span held out for evaluation."),
+        **publish_params(),
         "epochs": Param(None, type=["null", "integer"], minimum=1, maximum=50,
                         description="Training epochs. Empty: the trainer's tuned default."),
         "min_auc": Param(0.6, type="number", minimum=0, maximum=1,
                          description="Absolute AUC a candidate must reach to be published."),
-        "shadow": Param(None, type=["null", "boolean"],
-                        description="Train and evaluate but never publish. Empty: shadow for "
-                                    "backfill runs, publish for scheduled and manual runs."),
-        "force_bless_reason": Param(None, type=["null", "string"],
-                                    description="Publish even if the gate rejects; "
-                                                "the reason is recorded in the registry."),
         "override_validation_reason": Param(
             None, type=["null", "string"], minLength=1,
             description="Let a span that fails data validation through anyway; the reason "

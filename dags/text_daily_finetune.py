@@ -9,39 +9,26 @@ raw strings in a fresh process. Load data with `retrain load-text` (raw/text/dt=
 """
 from __future__ import annotations
 
-import datetime as dt
-import os
 from pathlib import Path
 
 from airflow.sdk import Asset, Param, dag, task
 
+from retrain.dag_defaults import DAILY, home as _home, publish_params, span_params
+
 MODEL_NAME = "text"
 FAMILY = "text"
 TEXT_MODEL = Asset(name="text_model", uri="file:///retrain/registry/text")
-DEFAULT_HOME = Path(__file__).resolve().parents[1] / "var"
-
-
-def _home() -> Path:
-    return Path(os.environ.get("RETRAIN_HOME") or DEFAULT_HOME).resolve()
 
 
 @dag(
     dag_id="text_daily_finetune",
-    schedule="@daily",
-    start_date=dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc),
-    catchup=False,
-    max_active_runs=1,
-    default_args={"retries": 1, "retry_delay": dt.timedelta(minutes=1)},
+    **DAILY,
     tags=["retrain", "text"],
     doc_md=__doc__,
     params={
-        "span": Param(None, type=["null", "string"], format="date",
-                      description="Day of text to train on (YYYY-MM-DD). "
-                                  "Empty: the day before the run's logical date."),
-        "window_days": Param(3, type="integer", minimum=1, maximum=60,
-                             description="Days of labelled text read, ending at the span."),
-        "eval_percent": Param(20, type="integer", minimum=1, maximum=50,
-                              description="Share of distinct texts held out (stable hash)."),
+        **span_params("text", "Days of labelled text read, ending at the span.",
+                      "Share of distinct texts held out (stable hash)."),
+        **publish_params(),
         "epochs": Param(3, type="integer", minimum=1, maximum=50,
                         description="Maximum epochs (early stopping on the eval split)."),
         "max_seq_length": Param(128, type="integer", minimum=8, maximum=512,
@@ -60,12 +47,6 @@ def _home() -> Path:
                          description="Mean per-task macro AUC a candidate must reach."),
         "min_rows": Param(50, type="integer", minimum=1,
                           description="Validation: fewest rows a span may have."),
-        "shadow": Param(None, type=["null", "boolean"],
-                        description="Train and evaluate but never publish. Empty: shadow for "
-                                    "backfill runs, publish for scheduled and manual runs."),
-        "force_bless_reason": Param(None, type=["null", "string"],
-                                    description="Publish even if the gate rejects; "
-                                                "the reason is recorded in the registry."),
     },
 )
 def text_daily_finetune():

@@ -1,0 +1,55 @@
+"""What every retrain DAG shares: where artifacts live, the daily schedule and retries,
+and the params every family has (span, window, eval share, shadow, forced publish).
+
+Imported by the DAG files, so airflow.sdk and the standard library only: parsing a DAG
+must stay cheap.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+from airflow.sdk import Param
+
+DEFAULT_HOME = Path(__file__).resolve().parents[1] / "var"
+
+
+def home() -> Path:
+    """Artifact root: RETRAIN_HOME, else the checkout's var/ (as components.common.paths)."""
+    return Path(os.environ.get("RETRAIN_HOME") or DEFAULT_HOME).resolve()
+
+
+# One run a day, no catch-up on deploy (backfills are explicit), one active run at a time
+# (runs of consecutive days compare against what the previous one published).
+DAILY = {
+    "schedule": "@daily",
+    "start_date": dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc),
+    "catchup": False,
+    "max_active_runs": 1,
+    "default_args": {"retries": 1, "retry_delay": dt.timedelta(minutes=1)},
+}
+
+
+def span_params(what: str, window_help: str, eval_help: str) -> dict[str, Param]:
+    """The span to train on (default: the day before the logical date), the window of
+    days ending at it and the held-out share."""
+    return {
+        "span": Param(None, type=["null", "string"], format="date",
+                      description=f"Day of {what} to train on (YYYY-MM-DD). "
+                                  "Empty: the day before the run's logical date."),
+        "window_days": Param(3, type="integer", minimum=1, maximum=60, description=window_help),
+        "eval_percent": Param(20, type="integer", minimum=1, maximum=50, description=eval_help),
+    }
+
+
+def publish_params() -> dict[str, Param]:
+    """Shadow runs (never publish) and a forced publish with a recorded reason."""
+    return {
+        "shadow": Param(None, type=["null", "boolean"],
+                        description="Train and evaluate but never publish. Empty: shadow for "
+                                    "backfill runs, publish for scheduled and manual runs."),
+        "force_bless_reason": Param(None, type=["null", "string"],
+                                    description="Publish even if the gate rejects; "
+                                                "the reason is recorded in the registry."),
+    }
