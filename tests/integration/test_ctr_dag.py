@@ -7,7 +7,6 @@ Beam + tf.Transform, TensorFlow, registry) in a child process.
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -19,6 +18,8 @@ from components.ctr.generate import GenerateSpec, run as generate
 from components.registry import Registry
 from retrain.lineage import chain, render
 
+from dag_helpers import environ, load_dag, task_states, walk
+
 pytestmark = pytest.mark.integration
 
 UTC = dt.timezone.utc
@@ -26,37 +27,13 @@ TASKS = {"resolve_span", "wait_for_span", "validate", "preprocess", "train", "ev
          "push"}
 
 
-DAGS_FOLDER = Path(__file__).resolve().parents[2] / "dags"
-
-
-def _load_dag():
-    # Not `from conftest import DAGS_FOLDER`: with tests/integration/conftest.py present,
-    # the module named `conftest` is that one, not tests/conftest.py.
-    spec = importlib.util.spec_from_file_location("ctr_daily_retrain_dag",
-                                                  DAGS_FOLDER / "ctr_daily_retrain.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def retrain_home(tmp_path_factory):
     home = tmp_path_factory.mktemp("dag-home")
     generate(GenerateSpec(out_root=str(home), start="2026-11-01", days=3, rows_per_day=6000,
                           n_users=5000, n_items=3000, n_categories=50))
-    old = os.environ.get("RETRAIN_HOME")
-    os.environ["RETRAIN_HOME"] = str(home)
-    yield home
-    if old is None:
-        os.environ.pop("RETRAIN_HOME", None)
-    else:
-        os.environ["RETRAIN_HOME"] = old
-
-
-def _walk(node: dict):
-    yield node
-    for child in node.get("inputs", []):
-        yield from _walk(child)
+    with environ(RETRAIN_HOME=str(home)):
+        yield home
 
 
 def _openlineage_chain(dataset: str, run_id: str) -> set[str]:
@@ -79,23 +56,13 @@ def _openlineage_chain(dataset: str, run_id: str) -> set[str]:
     return reached
 
 
-def _states(dag_run) -> dict[str, str]:
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
-    with create_session() as session:
-        tis = session.query(TaskInstance).filter(TaskInstance.dag_id == dag_run.dag_id,
-                                                 TaskInstance.run_id == dag_run.run_id).all()
-        return {ti.task_id: str(ti.state.value if hasattr(ti.state, "value") else ti.state)
-                for ti in tis}
-
-
 def test_two_daily_runs_publish_and_compare(airflow_home, retrain_home):
-    module = _load_dag()
+    module = load_dag("ctr_daily_retrain", "ctr_daily_retrain_dag")
     dag = module.ctr_daily_retrain()
     conf = {"window_days": 2, "eval_percent": 25}
 
     first = dag.test(logical_date=dt.datetime(2026, 11, 3, tzinfo=UTC), run_conf=conf)
-    states = _states(first)
+    states = task_states(first)
     assert set(states) == TASKS
     assert all(s == "success" for s in states.values()), states
 
@@ -115,7 +82,7 @@ def test_two_daily_runs_publish_and_compare(airflow_home, retrain_home):
     # skipped (so no asset event) and the registry is untouched.
     rejected = dag.test(logical_date=dt.datetime(2026, 11, 4, tzinfo=UTC),
                         run_conf={**conf, "min_auc": 0.999})
-    states = _states(rejected)
+    states = task_states(rejected)
     assert states.pop("push") == "skipped", states
     assert all(s == "success" for s in states.values()), states
     summary = json.loads(next((retrain_home / "runs" / "ctr" / "dt=2026-11-03")
@@ -128,7 +95,7 @@ def test_two_daily_runs_publish_and_compare(airflow_home, retrain_home):
     forced = dag.test(logical_date=dt.datetime(2026, 11, 4, tzinfo=UTC),
                       run_conf={**conf, "min_auc": 0.999,
                                 "force_bless_reason": "integration test: operator override"})
-    states = _states(forced)
+    states = task_states(forced)
     assert all(s == "success" for s in states.values()), states
     current = registry.current("ctr")
     assert current["version"] == 2 and current["data_span"] == "2026-11-03"
@@ -151,7 +118,7 @@ def test_two_daily_runs_publish_and_compare(airflow_home, retrain_home):
 
     # `retrain lineage ctr`: from the serving version back to the raw partitions.
     tree = chain(registry, "ctr")
-    nodes = [n for n in _walk(tree) if not n.get("see_above")]   # each artifact once
+    nodes = [n for n in walk(tree) if not n.get("see_above")]   # each artifact once
     raw = {n["name"] for n in nodes if n.get("type") == "raw_span"}
     assert raw == {"dt=2026-11-02", "dt=2026-11-03"}
     assert {n["producer"]["run_id"] for n in nodes if n.get("type") == "model"} == {rejected.run_id}
@@ -169,7 +136,7 @@ def test_two_daily_runs_publish_and_compare(airflow_home, retrain_home):
     # no asset event is emitted (checked in the next test), even for a blessed candidate.
     shadow = dag.test(logical_date=dt.datetime(2026, 11, 4, tzinfo=UTC),
                       run_conf={**conf, "min_auc": 0.0, "shadow": True})
-    states = _states(shadow)
+    states = task_states(shadow)
     assert states.pop("push") == "skipped", states
     assert all(s == "success" for s in states.values()), states
     assert registry.current("ctr")["version"] == 2 and len(registry.list_versions("ctr")) == 2

@@ -7,10 +7,7 @@ process. Kept small (short sequences, tens of examples) to fit the CI budget.
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import json
-import os
-from pathlib import Path
 
 import pytest
 
@@ -18,19 +15,12 @@ from components.registry import Registry
 from components.text import config as C
 from components.text.load import LoadTextSpec, run as load_text
 
+from dag_helpers import environ, load_dag, task_states
+
 pytestmark = pytest.mark.integration
 
 UTC = dt.timezone.utc
 TASKS = {"resolve_span", "validate", "preprocess", "finetune", "evaluate", "push"}
-DAGS_FOLDER = Path(__file__).resolve().parents[2] / "dags"
-
-
-def _load_dag():
-    spec = importlib.util.spec_from_file_location("text_daily_finetune_dag",
-                                                  DAGS_FOLDER / "text_daily_finetune.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -38,31 +28,16 @@ def text_home(tmp_path_factory):
     home = tmp_path_factory.mktemp("text-dag-home")
     load_text(LoadTextSpec(out_root=str(home), start="2026-11-01", days=3,
                            max_rows_per_day=90))
-    old = os.environ.get("RETRAIN_HOME")
-    os.environ["RETRAIN_HOME"] = str(home)
-    yield home
-    if old is None:
-        os.environ.pop("RETRAIN_HOME", None)
-    else:
-        os.environ["RETRAIN_HOME"] = old
-
-
-def _states(dag_run) -> dict[str, str]:
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
-    with create_session() as session:
-        tis = session.query(TaskInstance).filter(TaskInstance.dag_id == dag_run.dag_id,
-                                                 TaskInstance.run_id == dag_run.run_id).all()
-        return {ti.task_id: str(ti.state.value if hasattr(ti.state, "value") else ti.state)
-                for ti in tis}
+    with environ(RETRAIN_HOME=str(home)):
+        yield home
 
 
 def test_text_dag_publishes_a_model_that_serves_raw_strings(airflow_home, text_home):
-    dag = _load_dag().text_daily_finetune()
+    dag = load_dag("text_daily_finetune", "text_daily_finetune_dag").text_daily_finetune()
     conf = {"window_days": 2, "eval_percent": 25, "epochs": 1, "max_seq_length": 24,
             "max_train_examples": 48, "max_eval_examples": 32, "min_auc": 0.0}
     run = dag.test(logical_date=dt.datetime(2026, 11, 3, tzinfo=UTC), run_conf=conf)
-    states = _states(run)
+    states = task_states(run)
     assert set(states) == TASKS
     assert all(s == "success" for s in states.values()), states
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-from pathlib import Path
 
 import pytest
 
@@ -19,25 +17,12 @@ from components.ctr.synth import SynthSpec, run as synthesize
 from components.registry import Registry
 from retrain.lineage import chain
 
+from dag_helpers import environ, load_dag, task_states, walk
+
 pytestmark = pytest.mark.integration
 
 UTC = dt.timezone.utc
 CONFIG = fc.PACKAGED_DIR / "example_user_logs.yaml"
-
-
-def _load_dag():
-    import importlib.util
-    path = Path(__file__).resolve().parents[2] / "dags" / "ctr_daily_retrain.py"
-    spec = importlib.util.spec_from_file_location("ctr_daily_retrain_user_logs", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _walk(node: dict):
-    yield node
-    for child in node.get("inputs", []):
-        yield from _walk(child)
 
 
 @pytest.fixture(scope="module")
@@ -46,27 +31,17 @@ def user_home(tmp_path_factory):
     raw = home / "clickstream"
     synthesize(SynthSpec(feature_config=str(CONFIG), raw_root=str(raw), start="2026-12-01",
                          days=3, rows_per_day=4000))
-    old = os.environ.get("RETRAIN_HOME")
-    os.environ["RETRAIN_HOME"] = str(home)
-    yield home, raw
-    if old is None:
-        os.environ.pop("RETRAIN_HOME", None)
-    else:
-        os.environ["RETRAIN_HOME"] = old
+    with environ(RETRAIN_HOME=str(home)):
+        yield home, raw
 
 
 def test_own_logs_and_config_train_validate_and_publish(airflow_home, user_home):
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
     home, raw = user_home
-    dag = _load_dag().ctr_daily_retrain()
+    dag = load_dag("ctr_daily_retrain", "ctr_daily_retrain_user_logs").ctr_daily_retrain()
     run = dag.test(logical_date=dt.datetime(2026, 12, 4, tzinfo=UTC), run_conf={
         "window_days": 2, "eval_percent": 25, "min_auc": 0.55,
         "raw_root": str(raw), "feature_config": str(CONFIG)})
-    with create_session() as session:
-        states = {ti.task_id: str(getattr(ti.state, "value", ti.state)) for ti in
-                  session.query(TaskInstance).filter(TaskInstance.dag_id == run.dag_id,
-                                                     TaskInstance.run_id == run.run_id)}
+    states = task_states(run)
     assert states and all(s == "success" for s in states.values()), states
 
     run_dir = next((home / "runs" / "ctr" / "dt=2026-12-03").iterdir())
@@ -91,7 +66,7 @@ def test_own_logs_and_config_train_validate_and_publish(airflow_home, user_home)
     assert set(evaluation["slices"]["names"]) == {"country", "device"}
 
     # The lineage of the published model reaches the raw days and the config file.
-    nodes = list(_walk(chain(registry, "ctr")))
+    nodes = list(walk(chain(registry, "ctr")))
     assert {n["name"] for n in nodes if n.get("type") == "raw_span"} >= {"dt=2026-12-02",
                                                                        "dt=2026-12-03"}
     assert any(n.get("type") == "feature_config" and n["name"] == CONFIG.name for n in nodes)

@@ -8,9 +8,7 @@ mode) at `span_timeout_minutes`.
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import json
-import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -19,10 +17,11 @@ import pytest
 from components.common.paths import safe_run_id
 from components.ctr.generate import GenerateSpec, run as generate
 
+from dag_helpers import environ, load_dag, task_states
+
 pytestmark = pytest.mark.integration
 
 UTC = dt.timezone.utc
-DAGS_FOLDER = Path(__file__).resolve().parents[2] / "dags"
 DOWNSTREAM = ("preprocess", "train", "evaluate", "push")
 
 
@@ -31,31 +30,12 @@ def gate_home(tmp_path_factory):
     home = tmp_path_factory.mktemp("gate-home")
     generate(GenerateSpec(out_root=str(home), start="2026-11-01", days=2, rows_per_day=3000,
                           n_users=3000, n_items=2000, n_categories=40))
-    saved = {k: os.environ.get(k) for k in ("RETRAIN_HOME", "RETRAIN_SPAN_POKE_SECONDS")}
-    os.environ.update(RETRAIN_HOME=str(home), RETRAIN_SPAN_POKE_SECONDS="1")
-    yield home
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with environ(RETRAIN_HOME=str(home), RETRAIN_SPAN_POKE_SECONDS="1"):
+        yield home
 
 
 def _dag():
-    spec = importlib.util.spec_from_file_location("ctr_daily_retrain_gate",
-                                                  DAGS_FOLDER / "ctr_daily_retrain.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.ctr_daily_retrain()
-
-
-def _states(dag_run) -> dict[str, str]:
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
-    with create_session() as session:
-        tis = session.query(TaskInstance).filter(TaskInstance.dag_id == dag_run.dag_id,
-                                                 TaskInstance.run_id == dag_run.run_id).all()
-        return {ti.task_id: str(getattr(ti.state, "value", ti.state)) for ti in tis}
+    return load_dag("ctr_daily_retrain", "ctr_daily_retrain_gate").ctr_daily_retrain()
 
 
 def _try_number(dag_run, task_id: str) -> int:
@@ -78,7 +58,7 @@ def test_bad_span_stops_the_run_and_override_lets_it_through(airflow_home, gate_
 
     failed = dag.test(logical_date=dt.datetime(2026, 11, 3, tzinfo=UTC),
                       run_conf={"window_days": 2})
-    states = _states(failed)
+    states = task_states(failed)
     assert states["wait_for_span"] == "success" and states["validate"] == "failed", states
     assert all(states[t] == "upstream_failed" for t in DOWNSTREAM), states  # train never ran
     assert _try_number(failed, "validate") == 1  # bad data is not retried
@@ -100,7 +80,7 @@ def test_bad_span_stops_the_run_and_override_lets_it_through(airflow_home, gate_
                       run_conf={"window_days": 2,
                                 "override_validation_reason": "labels arrive late today"},
                       mark_success_pattern="|".join(DOWNSTREAM))
-    states = _states(passed)
+    states = task_states(passed)
     assert states["validate"] == "success", states
     summary = json.loads((runs / safe_run_id(passed.run_id) / "validation" / "validation.json")
                          .read_text())
@@ -116,7 +96,7 @@ def test_missing_span_times_out_clearly(airflow_home, gate_home):
     dag = _dag()
     run = dag.test(logical_date=dt.datetime(2026, 11, 6, tzinfo=UTC),  # span 11-05: absent
                    run_conf={"span_timeout_minutes": 0.05})
-    states = _states(run)
+    states = task_states(run)
     assert states["wait_for_span"] == "failed", states
     assert states["validate"] == "upstream_failed" and states["train"] == "upstream_failed"
     with create_session() as session:

@@ -1,0 +1,51 @@
+"""Helpers for the tests that run DAG files with `dag.test()` (imported by name: pytest
+puts this folder on sys.path; `conftest` would be ambiguous with tests/conftest.py)."""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+from pathlib import Path
+
+DAGS_FOLDER = Path(__file__).resolve().parents[2] / "dags"
+
+
+def load_dag(file_stem: str, module_name: str):
+    """Import dags/<file_stem>.py as a fresh module (a private name per test module, so
+    two modules never share DAG objects)."""
+    spec = importlib.util.spec_from_file_location(module_name, DAGS_FOLDER / f"{file_stem}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def environ(**values: str):
+    """Set environment variables (RETRAIN_HOME, ...) for the block; restore them after."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def task_states(dag_run) -> dict[str, str]:
+    """task_id -> state of one DAG run's task instances, read from the metadata DB."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    with create_session() as session:
+        tis = session.query(TaskInstance).filter(TaskInstance.dag_id == dag_run.dag_id,
+                                                 TaskInstance.run_id == dag_run.run_id).all()
+        return {ti.task_id: str(getattr(ti.state, "value", ti.state)) for ti in tis}
+
+
+def walk(node: dict):
+    """Every node of a `retrain lineage` tree, depth first."""
+    yield node
+    for child in node.get("inputs", []):
+        yield from walk(child)
