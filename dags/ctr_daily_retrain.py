@@ -13,7 +13,8 @@ from pathlib import Path
 
 from airflow.sdk import Asset, Param, dag, task
 
-from retrain.dag_defaults import DAILY, home as _home, publish_params, span_params
+from retrain.dag_defaults import (DAILY, home as _home, publish_or_skip, publish_params,
+                                  span_params)
 
 MODEL_NAME = "ctr"
 CTR_MODEL = Asset(name="ctr_model", uri="file:///retrain/registry/ctr")
@@ -203,29 +204,10 @@ def ctr_daily_retrain():
     def push(ctx: dict, validation: dict, preprocessed: dict, trained: dict,
              evaluation: dict, outlet_events=None, dag_run=None) -> dict:
         """Publish a blessed candidate; a rejected one is recorded and left unpublished."""
-        from airflow.sdk.exceptions import AirflowSkipException
-
-        from components.push import publish_if_blessed
-
-        summary = publish_if_blessed(
-            model_name=MODEL_NAME, registry_root=f"{ctx['home']}/registry",
-            run_dir=ctx["run_dir"], dag_id=dag_run.dag_id, run_id=ctx["run_id"],
-            span=ctx["span"], span_dir=ctx["span_dir"], validation=validation,
-            preprocessed=preprocessed, trained=trained, evaluation=evaluation,
-            shadow=ctx["shadow"])
-        published = summary["published"]
-        if ctx["shadow"]:
-            raise AirflowSkipException("shadow run: evaluated, not published "
-                                       f"(blessed={evaluation['blessed']})")
-        if not published:
-            # Skipped, not failed: the run did its job. A skipped task emits no asset
-            # event, so nothing downstream sees a model that was never published.
-            raise AirflowSkipException("candidate not blessed: " + "; ".join(evaluation["reasons"]))
-        outlet_events[CTR_MODEL].extra = {
-            "model": MODEL_NAME, "version": published["version"], "span": ctx["span"],
-            "auc": published["auc"], "log_loss": published["log_loss"],
-            "run_id": ctx["run_id"], "code_version": summary["code_version"]}
-        return {"published": published, "blessed": True}
+        return publish_or_skip(MODEL_NAME, CTR_MODEL, ctx, dag_run=dag_run,
+                               outlet_events=outlet_events, evaluation=evaluation,
+                               validation=validation, preprocessed=preprocessed,
+                               trained=trained)
 
     ctx = resolve_span()
     checked = validate(ctx)

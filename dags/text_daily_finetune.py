@@ -13,7 +13,8 @@ from pathlib import Path
 
 from airflow.sdk import Asset, Param, dag, task
 
-from retrain.dag_defaults import DAILY, home as _home, publish_params, span_params
+from retrain.dag_defaults import (DAILY, home as _home, publish_or_skip, publish_params,
+                                  span_params)
 
 MODEL_NAME = "text"
 FAMILY = "text"
@@ -118,31 +119,14 @@ def text_daily_finetune():
     def push(ctx: dict, validation: dict, preprocessed: dict, trained: dict,
              evaluation: dict, outlet_events=None, dag_run=None) -> dict:
         """Publish a blessed candidate; a rejected one is recorded and left unpublished."""
-        from airflow.sdk.exceptions import AirflowSkipException
-
-        from components.push import publish_if_blessed
-
-        summary = publish_if_blessed(
-            model_name=MODEL_NAME, registry_root=f"{ctx['home']}/registry",
-            run_dir=ctx["run_dir"], dag_id=dag_run.dag_id, run_id=ctx["run_id"],
-            span=ctx["span"], span_dir=ctx["span_dir"], validation=validation,
-            preprocessed=preprocessed, trained=trained, evaluation=evaluation,
-            shadow=ctx["shadow"], serving_check_module="components.text.serving_check",
+        return publish_or_skip(
+            MODEL_NAME, TEXT_MODEL, ctx, dag_run=dag_run, outlet_events=outlet_events,
+            evaluation=evaluation, validation=validation, preprocessed=preprocessed,
+            trained=trained, serving_check_module="components.text.serving_check",
             extra_metadata={"labels": trained["labels"],
                             "max_seq_length": trained["max_seq_length"],
                             "warm_start_from": trained.get("warm_start_from"),
                             "base_checkpoint": trained.get("checkpoint")})
-        published = summary["published"]
-        if ctx["shadow"]:
-            raise AirflowSkipException("shadow run: evaluated, not published "
-                                       f"(blessed={evaluation['blessed']})")
-        if not published:
-            raise AirflowSkipException("candidate not blessed: " + "; ".join(evaluation["reasons"]))
-        outlet_events[TEXT_MODEL].extra = {
-            "model": MODEL_NAME, "version": published["version"], "span": ctx["span"],
-            "auc": published["auc"], "log_loss": published["log_loss"],
-            "run_id": ctx["run_id"], "code_version": summary["code_version"]}
-        return {"published": published, "blessed": True}
 
     ctx = resolve_span()
     checked = validate(ctx)

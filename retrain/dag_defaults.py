@@ -53,3 +53,31 @@ def publish_params() -> dict[str, Param]:
                                     description="Publish even if the gate rejects; "
                                                 "the reason is recorded in the registry."),
     }
+
+
+def publish_or_skip(model_name: str, asset, ctx: dict, *, dag_run, outlet_events,
+                    evaluation: dict, **publish_kwargs) -> dict:
+    """Body of every family's push task: publish a blessed candidate through the registry
+    and attach the version to the model Asset's event; a shadow run or a rejected candidate
+    is recorded and the task skipped: skipped, not failed (the run did its job), and a
+    skipped task emits no asset event, so nothing downstream sees an unpublished model."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from components.push import publish_if_blessed
+
+    summary = publish_if_blessed(
+        model_name=model_name, registry_root=f"{ctx['home']}/registry",
+        run_dir=ctx["run_dir"], dag_id=dag_run.dag_id, run_id=ctx["run_id"],
+        span=ctx["span"], span_dir=ctx["span_dir"], evaluation=evaluation,
+        shadow=ctx["shadow"], **publish_kwargs)
+    published = summary["published"]
+    if ctx["shadow"]:
+        raise AirflowSkipException("shadow run: evaluated, not published "
+                                   f"(blessed={evaluation['blessed']})")
+    if not published:
+        raise AirflowSkipException("candidate not blessed: " + "; ".join(evaluation["reasons"]))
+    outlet_events[asset].extra = {
+        "model": model_name, "version": published["version"], "span": ctx["span"],
+        "auc": published["auc"], "log_loss": published["log_loss"],
+        "run_id": ctx["run_id"], "code_version": summary["code_version"]}
+    return {"published": published, "blessed": True}
