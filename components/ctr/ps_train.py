@@ -314,36 +314,6 @@ def shard_layout(net) -> dict[str, list[dict]]:
 
 # ----------------------------------------------------------------------------- data
 
-def _window_stats(pattern: str, feature_spec: dict, fcfg=None) -> tuple[int, float, dict]:
-    """One pass over the training shards: rows, click rate, per-id counts of every field
-    (every present value of a multi-valued field counts)."""
-    import numpy as np
-    import tensorflow as tf
-
-    from components.ctr import feature_config as fc
-    fcfg = fc.default() if fcfg is None else fcfg
-    fields = fcfg.categorical_fields()
-    wanted = {fcfg.label, *(fc.transformed_name(k) for k in fields)}
-    spec = {k: v for k, v in feature_spec.items() if k in wanted}
-    files = tf.io.gfile.glob(pattern)
-    if not files:
-        raise FileNotFoundError(f"no transformed shards match {pattern}")
-    ds = (tf.data.TFRecordDataset(files, compression_type="GZIP")
-          .batch(65536).map(lambda x: tf.io.parse_example(x, spec)))
-    rows, clicks = 0, 0.0
-    counts = {k: np.zeros(fcfg.categorical_size(k), dtype=np.int64) for k in fields}
-    for batch in ds.as_numpy_iterator():
-        labels = batch[fcfg.label]
-        rows += len(labels)
-        clicks += float(labels.sum())
-        for k in fields:
-            ids = batch[fc.transformed_name(k)].reshape(-1)
-            counts[k] += np.bincount(ids[ids >= 0], minlength=len(counts[k]))
-    if rows == 0:
-        raise ValueError(f"no training rows in {pattern}")
-    return rows, clicks / rows, counts
-
-
 def _prior_weights(spec: PsTrainSpec, cfg: dict, counts: dict) -> dict:
     """Per field and id: prior strength / the id's count in the window (see module doc)."""
     import numpy as np
@@ -459,6 +429,7 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
     from components.ctr.preprocess import EVAL_DIR, TRAIN_DIR, TRANSFORM_DIR
     from components.ctr.transform import (raw_batch, serving_signature,
                                           serving_to_transform_inputs)
+    from components.ctr.window_stats import window_stats
 
     pre = Path(spec.preprocess_dir)
     fcfg = fc.for_preprocess_dir(pre)
@@ -472,7 +443,7 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
     eval_pattern = str(pre / EVAL_DIR / "*.tfrecord.gz")
 
     started = time.time()
-    rows, click_rate, counts = _window_stats(train_pattern, feature_spec, fcfg)
+    rows, click_rate, counts = window_stats(train_pattern, feature_spec, fcfg)
     priors = _prior_weights(spec, cfg, counts)
     total_steps = spec.epochs * -(-rows // spec.batch_size)
     if spec.max_steps:

@@ -65,30 +65,6 @@ def _dataset(pattern: str, feature_spec: dict, batch_size: int, shuffle: bool, s
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def _window_stats(pattern: str, feature_spec: dict, count_features,
-                  cfg) -> tuple[int, float, dict]:
-    """One pass over the training shards: rows, click rate, per-id counts of count_features."""
-    import numpy as np
-    import tensorflow as tf
-    from components.ctr.feature_config import transformed_name
-    wanted = {cfg.label, *(transformed_name(k) for k in count_features)}
-    spec = {k: v for k, v in feature_spec.items() if k in wanted}
-    files = tf.io.gfile.glob(pattern)
-    ds = (tf.data.TFRecordDataset(files, compression_type="GZIP")
-          .batch(65536).map(lambda x: tf.io.parse_example(x, spec)))
-    rows, clicks = 0, 0.0
-    counts = {k: np.zeros(cfg.categorical_size(k), dtype=np.int64) for k in count_features}
-    for batch in ds.as_numpy_iterator():
-        labels = batch[cfg.label]
-        rows += len(labels)
-        clicks += float(labels.sum())
-        for k in count_features:
-            counts[k] += np.bincount(batch[transformed_name(k)], minlength=len(counts[k]))
-    if rows == 0:
-        raise ValueError(f"no training rows in {pattern}")
-    return rows, clicks / rows, counts
-
-
 def run(spec: TrainSpec) -> dict:
     """Train, export the serving model with its transform graph, check the export."""
     import tensorflow as tf
@@ -100,6 +76,7 @@ def run(spec: TrainSpec) -> dict:
     from components.ctr.model import build_model, set_id_counts
     from components.ctr.transform import serving_signature, serving_to_transform_inputs
     from components.ctr.preprocess import EVAL_DIR, TRAIN_DIR, TRANSFORM_DIR
+    from components.ctr.window_stats import window_stats
 
     tf_keras.utils.set_random_seed(spec.seed)  # python, numpy and TensorFlow seeds
     pre = Path(spec.preprocess_dir)
@@ -117,8 +94,8 @@ def run(spec: TrainSpec) -> dict:
                        4 * spec.batch_size, shuffle=False, seed=spec.seed, label=cfg.label)
 
     started = time.time()  # the statistics pass counts as training time
-    rows, click_rate, counts = _window_stats(str(pre / TRAIN_DIR / "*.tfrecord.gz"),
-                                             dict(feature_spec), count_features, cfg)
+    rows, click_rate, counts = window_stats(str(pre / TRAIN_DIR / "*.tfrecord.gz"),
+                                            dict(feature_spec), cfg, fields=count_features)
     model = build_model(tuple(spec.hidden_units), spec.l2, spec.embedding_dim,
                         num_examples=rows, id_l2=id_l2, embedding_l2=spec.embedding_l2,
                         dropout=spec.dropout, deep_fields=deep_fields,
