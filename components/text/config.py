@@ -63,12 +63,31 @@ def label_index(task: str, label: str | None) -> int:
         raise ValueError(f"{task} label {label!r} is not one of {list(labels)}") from None
 
 
-def balanced_class_weights(counts: dict[str, list[int]], max_weight: float = 10.0
-                           ) -> dict[str, list[float]]:
-    """n / (k * n_c) per class (scikit-learn's "balanced", k = classes present), capped
-    at max_weight; a class absent from training gets 1.0."""
+CLASS_WEIGHTING = ("balanced", "sqrt", "none")
+
+
+def balanced_class_weights(counts: dict[str, list[int]], max_weight: float = 10.0,
+                           power: float = 1.0) -> dict[str, list[float]]:
+    """(n / (k * n_c)) ** power per class (power 1: scikit-learn's "balanced", k = classes
+    present; power 0.5: "sqrt", a softer push towards rare classes), capped at
+    max_weight; a class absent from training gets 1.0."""
     out = {}
     for task, c in counts.items():
         n, k = sum(c), max(sum(1 for x in c if x > 0), 1)
-        out[task] = [float(min(n / (k * x), max_weight)) if x > 0 else 1.0 for x in c]
+        out[task] = [float(min((n / (k * x)) ** power, max_weight)) if x > 0 else 1.0
+                     for x in c]
     return out
+
+
+def class_weights_for(counts: dict[str, list[int]], weighting: str | bool
+                      ) -> dict[str, list[float]] | None:
+    """The sample weights of a `class_weighting` setting (True = "balanced", False = none)."""
+    if weighting is True:
+        weighting = "balanced"
+    if weighting is False or weighting is None:
+        weighting = "none"
+    if weighting not in CLASS_WEIGHTING:
+        raise ValueError(f"class_weighting must be one of {CLASS_WEIGHTING}, got {weighting!r}")
+    if weighting == "none":
+        return None
+    return balanced_class_weights(counts, power=1.0 if weighting == "balanced" else 0.5)

@@ -18,8 +18,10 @@ Export: `export(...)` writes a SavedModel whose `serving_default` takes a 1-D ba
 strings (`text`) and returns per-class probabilities per task (`sentiment`, `topic`),
 tokenizing inside the graph, so no client re-implements WordPiece. The graph uses
 tensorflow-text ops: a loader must `import tensorflow_text` (op registration only) before
-`tf.saved_model.load`. Beside it: `assets.extra/labels.json` (label names per task, the
-config used) and `keras/model.weights.h5` (for warm starts).
+`tf.saved_model.load`. When the training step fitted decision offsets
+(`components.text.calibrate`), the signature returns softmax(log p + offsets).
+Beside it: `assets.extra/labels.json` (label names per task, the config used, the
+offsets under "calibration") and `keras/model.weights.h5` (for warm starts).
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ import tensorflow as tf  # noqa: E402
 
 from components.text import config as C  # noqa: E402
 from components.text.config import balanced_class_weights  # noqa: E402,F401
+from components.text.calibrate import LOG_FLOOR  # noqa: E402
 from components.text.checkpoint import build_backbone, build_tokenizer  # noqa: E402
 
 LABELS_FILE = "assets.extra/labels.json"
@@ -193,34 +196,58 @@ def make_strategy(name: str = "default") -> tf.distribute.Strategy:
 
 # ---------------------------------------------------------------- export / serving
 
+def apply_offsets(probs: dict, offsets: dict[str, list[float]] | None) -> dict:
+    """softmax(log p + offsets) per task (the decision calibration of
+    `components.text.calibrate`); a task without offsets (or all zero) is unchanged."""
+    out = {}
+    for task, p in probs.items():
+        b = (offsets or {}).get(task)
+        if not b or not any(b):
+            out[task] = p
+            continue
+        logp = tf.math.log(tf.maximum(p, tf.constant(LOG_FLOOR, p.dtype)))
+        out[task] = tf.nn.softmax(logp + tf.constant(b, dtype=p.dtype), axis=-1)
+    return out
+
+
 class _ServingModule(tf.Module):
-    def __init__(self, model: keras.Model, encoder: Encoder):
+    def __init__(self, model: keras.Model, encoder: Encoder,
+                 offsets: dict[str, list[float]] | None = None):
         super().__init__()
         self.model = model
         self.tokenizer = encoder.tokenizer
         self._encoder = encoder
+        self._offsets = {t: [float(x) for x in b] for t, b in (offsets or {}).items()}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=INPUT_KEY)])
     def serve(self, text):
         probs = self.model(self._encoder.batch(text), training=False)
+        probs = apply_offsets(probs, self._offsets)
         return {task: tf.identity(p, name=task) for task, p in probs.items()}
 
 
 def predict_proba(model: keras.Model, encoder: Encoder, texts: list[str],
-                  batch_size: int = 64) -> dict[str, np.ndarray]:
-    """In-memory probabilities per task (eager Keras call, no SavedModel)."""
+                  batch_size: int = 64, offsets: dict[str, list[float]] | None = None
+                  ) -> dict[str, np.ndarray]:
+    """In-memory probabilities per task (eager Keras call, no SavedModel); with `offsets`,
+    calibrated exactly as the exported signature does."""
     out: dict[str, list[np.ndarray]] = {}
     for i in range(0, len(texts), batch_size):
         inputs = encoder.batch_graph(tf.constant(texts[i:i + batch_size]))
-        for task, p in model(inputs, training=False).items():
+        probs = apply_offsets(model(inputs, training=False), offsets)
+        for task, p in probs.items():
             out.setdefault(task, []).append(np.asarray(p))
     return {t: np.concatenate(v) for t, v in out.items()}
 
 
-def export(model: keras.Model, encoder: Encoder, out_dir: str | Path, meta: dict) -> Path:
-    """Write the raw-string SavedModel + labels.json + Keras weights into `out_dir`."""
+def export(model: keras.Model, encoder: Encoder, out_dir: str | Path, meta: dict,
+           offsets: dict[str, list[float]] | None = None) -> Path:
+    """Write the raw-string SavedModel + labels.json + Keras weights into `out_dir`.
+
+    `offsets` (per task, per class) are applied inside the serving signature; the Keras
+    weights stay the raw model's (a warm start refits its own offsets)."""
     out = Path(out_dir)
-    module = _ServingModule(model, encoder)
+    module = _ServingModule(model, encoder, offsets)
     tf.saved_model.save(module, str(out), signatures={SIGNATURE: module.serve})
     (out / Path(LABELS_FILE).parent).mkdir(parents=True, exist_ok=True)
     (out / LABELS_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")

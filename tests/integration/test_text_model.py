@@ -3,6 +3,7 @@
 - training lowers the loss (same examples, same weighting, before vs after);
 - the export serves raw strings: loaded in a fresh process with plain TensorFlow (plus
   the tensorflow-text op registration), it returns the in-memory model's probabilities;
+- decision offsets are applied inside the exported signature, as in memory;
 - the export can seed a warm start (same labels), and refuses one with other labels.
 """
 from __future__ import annotations
@@ -111,6 +112,31 @@ def test_export_serves_raw_strings_like_the_in_memory_model(trained):
         np.testing.assert_allclose(got["one"][task][0], expected[task][0], atol=1e-5)
     labels = M.read_labels(trained["dir"])
     assert labels["tasks"] == {t: list(v) for t, v in C.TASKS.items()}
+
+
+def test_export_applies_decision_offsets_inside_the_signature(trained, tmp_path):
+    """Calibrated export: the loaded signature returns softmax(log p + offsets), the same
+    as the in-memory model with the same offsets; a task without offsets is unchanged."""
+    from components.text import config as C
+    from components.text import model as M
+    from components.text.calibrate import apply_offsets
+
+    offsets = {"sentiment": [0.0, 0.7, -0.1]}
+    out = M.export(trained["model"], trained["encoder"], tmp_path / "calibrated",
+                   {"tasks": {t: list(v) for t, v in C.TASKS.items()},
+                    "max_seq_length": MAX_LEN, "calibration": {"tasks": {
+                        "sentiment": {"offsets": offsets["sentiment"]}}}}, offsets)
+    _, sig = M.load_serving(out)
+    served = M.serve_proba(sig, TEXTS)
+    raw = M.predict_proba(trained["model"], trained["encoder"], TEXTS)
+    in_memory = M.predict_proba(trained["model"], trained["encoder"], TEXTS, offsets=offsets)
+    np.testing.assert_allclose(served["sentiment"], in_memory["sentiment"], atol=1e-5)
+    np.testing.assert_allclose(served["sentiment"],
+                               apply_offsets(raw["sentiment"], offsets["sentiment"]), atol=1e-5)
+    np.testing.assert_allclose(served["sentiment"].sum(axis=1), 1.0, atol=1e-5)
+    assert not np.allclose(served["sentiment"], raw["sentiment"], atol=1e-3)
+    np.testing.assert_allclose(served["topic"], raw["topic"], atol=1e-5)
+    assert M.read_labels(out)["calibration"]["tasks"]["sentiment"]["offsets"] == [0.0, 0.7, -0.1]
 
 
 def test_export_seeds_a_warm_start(trained, tmp_path):
