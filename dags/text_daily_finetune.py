@@ -21,6 +21,14 @@ FAMILY = "text"
 TEXT_MODEL = Asset(name="text_model", uri="file:///retrain/registry/text")
 
 
+def _dev_slices(params) -> dict:
+    """Early-stopping and calibration slices of the eval split (see the dev_examples param)."""
+    dev = params["dev_examples"]
+    if not dev:
+        return {"max_eval_examples": params.get("max_eval_examples")}
+    return {"max_eval_examples": dev, "calibration_examples": dev}
+
+
 @dag(
     dag_id="text_daily_finetune",
     **DAILY,
@@ -37,6 +45,12 @@ TEXT_MODEL = Asset(name="text_model", uri="file:///retrain/registry/text")
         "batch_size": Param(16, type="integer", minimum=1, maximum=1024),
         "max_train_examples": Param(None, type=["null", "integer"], minimum=1,
                                     description="Train on at most this many texts."),
+        "dev_examples": Param(
+            200, type="integer", minimum=0,
+            description="The first N eval texts decide early stopping and the next N fit the "
+                        "decision offsets; the gate scores only the texts after them, so its "
+                        "figures come from texts model selection never saw. 0: early-stop "
+                        "and score on the same texts (tiny spans only)."),
         "max_eval_examples": Param(None, type=["null", "integer"], minimum=1,
                                    description="Evaluate on at most this many texts."),
         "strategy": Param("default", enum=["default", "mirrored", "multi_worker_mirrored"],
@@ -95,8 +109,7 @@ def text_daily_finetune():
             "warm_start_model_dir": warm, "epochs": params["epochs"],
             "batch_size": params["batch_size"], "max_seq_length": params["max_seq_length"],
             "max_train_examples": params.get("max_train_examples"),
-            "max_eval_examples": params.get("max_eval_examples"),
-            "strategy": params["strategy"]})
+            **_dev_slices(params), "strategy": params["strategy"]})
 
     @task
     def evaluate(ctx: dict, preprocessed: dict, trained: dict, params=None) -> dict:
@@ -111,7 +124,8 @@ def text_daily_finetune():
             "candidate_model_dir": trained["model_dir"], "baseline_model_dir": baseline,
             "out_dir": f"{ctx['run_dir']}/evaluation", "min_auc": params["min_auc"],
             "force_reason": params.get("force_bless_reason"),
-            "max_eval_examples": params.get("max_eval_examples")})
+            "max_eval_examples": params.get("max_eval_examples"),
+            "eval_offset": 2 * params["dev_examples"]})
         result["baseline_version"] = current and current["version"]
         return result
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from pathlib import Path
 
 import pytest
 
@@ -27,7 +28,7 @@ TASKS = {"resolve_span", "validate", "preprocess", "finetune", "evaluate", "push
 def text_home(tmp_path_factory):
     home = tmp_path_factory.mktemp("text-dag-home")
     load_text(LoadTextSpec(out_root=str(home), start="2026-11-01", days=3,
-                           max_rows_per_day=90))
+                           max_rows_per_day=180))
     with environ(RETRAIN_HOME=str(home)):
         yield home
 
@@ -35,7 +36,8 @@ def text_home(tmp_path_factory):
 def test_text_dag_publishes_a_model_that_serves_raw_strings(airflow_home, text_home):
     dag = load_dag("text_daily_finetune", "text_daily_finetune_dag").text_daily_finetune()
     conf = {"window_days": 2, "eval_percent": 25, "epochs": 1, "max_seq_length": 24,
-            "max_train_examples": 48, "max_eval_examples": 32, "min_auc": 0.0}
+            "max_train_examples": 48, "max_eval_examples": 32, "min_auc": 0.0,
+            "dev_examples": 32}
     run = dag.test(logical_date=dt.datetime(2026, 11, 3, tzinfo=UTC), run_conf=conf)
     states = task_states(run)
     assert set(states) == TASKS
@@ -61,9 +63,13 @@ def test_text_dag_publishes_a_model_that_serves_raw_strings(airflow_home, text_h
     summary = json.loads(next((text_home / "runs" / "text" / "dt=2026-11-02")
                               .glob("*/run_summary.json")).read_text())
     pre = summary["preprocess"]
-    assert pre["rows_in"] == 180 and pre["rows_train"] + pre["rows_eval"] \
-        + pre["exact_duplicates"] + pre["near_duplicates"] + pre["rows_empty_text"] == 180
+    assert pre["rows_in"] == 360 and pre["rows_train"] + pre["rows_eval"] \
+        + pre["exact_duplicates"] + pre["near_duplicates"] + pre["rows_empty_text"] == 360
     train = summary["train"]
     assert train["eval_loss_after"] < train["eval_loss_before"]
+    # The gate scored only eval texts that early stopping (first 32) and calibration (next 32)
+    # never saw.
+    report = json.loads(Path(summary["evaluation"]["eval_uri"]).read_text())
+    assert report["rows"] == min(32, pre["rows_eval"] - 64) > 0
     assert train["warm_start_from"] is None
     assert registry.check("text") == []
