@@ -20,12 +20,16 @@ import pyarrow.parquet as pq
 from components.ctr import features as F
 
 
+def _default_config():
+    from components.ctr import feature_config
+    return feature_config.default()
+
+
 def read_span(span_dir: str | Path, cfg=None) -> pa.Table:
     """Every accepted row of a span: the config's raw columns (default: generated logs)."""
     from beam_jobs.preprocess_ctr import (JSONL_SUFFIXES, PARQUET_SUFFIXES, RawLayout,
                                           read_batches, raw_schema)
-    from components.ctr import feature_config
-    layout = RawLayout.of(cfg or feature_config.default())
+    layout = RawLayout.of(cfg or _default_config())
     parts = sorted(str(p) for p in Path(span_dir).glob("part-*")
                    if p.name.endswith(PARQUET_SUFFIXES + JSONL_SUFFIXES))
     if not parts:
@@ -35,21 +39,19 @@ def read_span(span_dir: str | Path, cfg=None) -> pa.Table:
 
 
 def read_eval_rows(span_dir: str | Path, eval_percent: int, cfg=None) -> pa.Table:
+    cfg = cfg or _default_config()
     table = read_span(span_dir, cfg)
-    ids = table.column(_example_id(cfg)).to_pylist()
+    ids = table.column(cfg.example_id).to_pylist()
     mask = np.fromiter((F.is_eval(i, eval_percent) for i in ids), dtype=bool, count=len(ids))
     return table.filter(pa.array(mask))
 
 
-def _example_id(cfg) -> str:
-    return cfg.example_id if cfg is not None else F.EXAMPLE_ID_KEY
-
-
 def read_rows_by_id(span_dir: str | Path, example_ids: list[str], cfg=None) -> pa.Table:
     """The span's rows with these example ids, in the given order (all must exist)."""
+    cfg = cfg or _default_config()
     table = read_span(span_dir, cfg)
     wanted = pa.array(example_ids, pa.large_string())
-    index = pc.index_in(wanted, value_set=table.column(_example_id(cfg)))
+    index = pc.index_in(wanted, value_set=table.column(cfg.example_id))
     if index.null_count:
         missing = [i for i, x in zip(example_ids, index.to_pylist()) if x is None]
         raise ValueError(f"{len(missing)} example ids not found in {span_dir}, "
@@ -76,8 +78,7 @@ def true_probabilities(span_dir: str | Path, example_ids: pa.Array) -> np.ndarra
 def to_raw_features(table: pa.Table, cfg=None) -> dict[str, np.ndarray]:
     """Columns as the serving signature takes them (numeric nulls become NaN; lists
     padded with "" to the longest in the batch, which the transform drops)."""
-    from components.ctr import feature_config
-    cfg = cfg or feature_config.default()
+    cfg = cfg or _default_config()
     out: dict[str, np.ndarray] = {}
     for key, kind in cfg.raw_columns().items():
         if key in (cfg.example_id, cfg.label):

@@ -36,6 +36,7 @@ from pathlib import Path
 from components.common.atomic import atomic_dir, write_json
 from components.common.step import main
 from components.text import config as C
+from components.validate import ValidationFailed  # one gate exception for every family
 
 log = logging.getLogger("retrain.text.validate")
 
@@ -60,12 +61,6 @@ class TextValidateSpec:
     max_class_share: float = 0.95
     max_duplicate_rate: float = 0.2
     require_success_marker: bool = True
-
-
-class ValidationFailed(RuntimeError):
-    def __init__(self, message: str, summary: dict | None = None):
-        super().__init__(message)
-        self.summary = summary or {}
 
 
 def derived_columns(df):
