@@ -241,3 +241,27 @@ def test_text_metrics_absent_classes_scores_and_names():
         metrics.confusion_matrix([0, 3], [0, 1], n_classes=2)
     with pytest.raises(ValueError, match="length"):
         metrics.accuracy([0, 1], [0])
+
+
+def test_macro_f1_interval_is_the_row_bootstrap_of_the_confusion_matrix():
+    rng = np.random.default_rng(5)
+    t = rng.integers(0, 3, 3000)
+    p = np.where(rng.random(3000) < 0.7, t, rng.integers(0, 3, 3000))
+    cm = metrics.confusion_matrix(t, p, n_classes=3)
+    ci = metrics.macro_f1_interval(cm, n_resamples=1000, seed=1)
+    assert ci["estimate"] == pytest.approx(metrics.macro_f1(t, p))
+    assert ci["rows"] == 3000 and ci["low"] < ci["estimate"] < ci["high"]
+    # Same spread as resampling the rows themselves (the slow way).
+    slow = []
+    for _ in range(300):
+        i = rng.integers(0, 3000, 3000)
+        slow.append(metrics.macro_f1(t[i], p[i], n_classes=3))
+    assert ci["std"] == pytest.approx(np.std(slow, ddof=1), rel=0.25)
+    # 4x the rows: about half the width.
+    wide = ci["high"] - ci["low"]
+    ci4 = metrics.macro_f1_interval(cm * 4, n_resamples=1000, seed=1)
+    assert (ci4["high"] - ci4["low"]) == pytest.approx(wide / 2, rel=0.25)
+    with pytest.raises(ValueError, match="square"):
+        metrics.macro_f1_interval([[1, 2, 3]])
+    with pytest.raises(ValueError, match="empty"):
+        metrics.macro_f1_interval([[0, 0], [0, 0]])
