@@ -256,6 +256,13 @@ def _interval(values: np.ndarray, estimate: float, level: float) -> dict:
             "valid": int(valid.size)}
 
 
+def _check_bootstrap_args(n_resamples, level) -> None:
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 2:
+        raise ValueError(f"n_resamples must be an integer >= 2, got {n_resamples!r}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+
+
 def bootstrap_ci(labels, probs, *, baseline_probs=None, n_resamples: int = 200,
                  seed: int = 0, level: float = 0.95) -> dict:
     """Percentile bootstrap intervals for AUC and log loss (rows resampled with replacement).
@@ -270,10 +277,7 @@ def bootstrap_ci(labels, probs, *, baseline_probs=None, n_resamples: int = 200,
     y, p = _as_arrays(labels, probs, "probs")
     if baseline_probs is not None:
         _, q = _as_arrays(labels, baseline_probs, "baseline_probs")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 2:
-        raise ValueError(f"n_resamples must be an integer >= 2, got {n_resamples!r}")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must lie in (0, 1), got {level}")
+    _check_bootstrap_args(n_resamples, level)
     n = y.size
     loss_p = _row_log_loss(y, p)
     loss_q = _row_log_loss(y, q) if baseline_probs is not None else None
@@ -403,6 +407,16 @@ def classification_metrics(y_true, y_pred, class_names: Sequence[str] | None = N
     }
 
 
+def macro_f1_from_confusion(confusion) -> np.ndarray:
+    """Macro-F1 of confusion matrices [..., k, k] (rows = true class): per class
+    2 tp / (true + predicted), 0 for a class never true nor predicted, then the mean.
+    Vectorised over leading axes, for the bootstrap and the calibration grid search."""
+    cm = np.asarray(confusion, dtype=np.float64)
+    tp = np.diagonal(cm, axis1=-2, axis2=-1)
+    denom = cm.sum(axis=-1) + cm.sum(axis=-2)
+    return np.divide(2 * tp, denom, out=np.zeros_like(tp), where=denom > 0).mean(axis=-1)
+
+
 def macro_f1_interval(confusion, *, n_resamples: int = 2000, seed: int = 0,
                       level: float = 0.95) -> dict:
     """Percentile bootstrap interval of macro-F1 from a confusion matrix.
@@ -418,19 +432,10 @@ def macro_f1_interval(confusion, *, n_resamples: int = 2000, seed: int = 0,
     n = int(cm.sum())
     if n == 0:
         raise ValueError("empty confusion matrix")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 2:
-        raise ValueError(f"n_resamples must be an integer >= 2, got {n_resamples!r}")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must lie in (0, 1), got {level}")
+    _check_bootstrap_args(n_resamples, level)
     k = cm.shape[0]
     draws = np.random.default_rng(seed).multinomial(n, cm.ravel() / n, size=n_resamples)
-    cms = draws.reshape(n_resamples, k, k).astype(np.float64)
-    tp = np.diagonal(cms, axis1=1, axis2=2)
-    denom = cms.sum(axis=1) + cms.sum(axis=2)          # predicted + true, per class
-    f1 = np.divide(2 * tp, denom, out=np.zeros_like(tp), where=denom > 0)
-    tp0 = np.diag(cm).astype(np.float64)
-    denom0 = cm.sum(axis=0) + cm.sum(axis=1)
-    estimate = float(np.mean(np.divide(2 * tp0, denom0, out=np.zeros(k), where=denom0 > 0)))
+    resampled = macro_f1_from_confusion(draws.reshape(n_resamples, k, k))
     return {"method": "percentile bootstrap (multinomial over the confusion matrix)",
             "n_resamples": n_resamples, "seed": seed, "level": level, "rows": n,
-            **_interval(f1.mean(axis=1), estimate, level)}
+            **_interval(resampled, float(macro_f1_from_confusion(cm)), level)}

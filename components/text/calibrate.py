@@ -11,7 +11,7 @@ are computed on), stored in the model's `labels.json`, and applied inside the ex
 serving signature, so the served probabilities are softmax(log p + offsets) and the
 argmax decisions are the ones that were measured.
 
-Pure numpy; the fitting is a grid search: exhaustive over the free offsets for up to
+Numpy only (macro-F1 from components.metrics); the fitting is a grid search: exhaustive over the free offsets for up to
 three classes (the first class's offset is pinned to 0, only differences matter),
 coordinate ascent for more. Ties keep the offsets closest to 0, so a flat optimum does
 not drift.
@@ -21,6 +21,8 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+
+from components.metrics import macro_f1_from_confusion
 
 LOG_FLOOR = 1e-30     # probabilities are floored before the log (float32 softmax may give 0)
 DEFAULT_GRID = tuple(np.round(np.arange(-3.0, 3.0001, 0.1), 2).tolist())
@@ -40,13 +42,10 @@ def apply_offsets(probs, offsets) -> np.ndarray:
 
 def macro_f1(y, pred, k: int) -> float:
     """Unweighted mean F1 over the k classes (a class with no true and no predicted rows
-    scores 0, like components.metrics.macro_f1)."""
+    scores 0, like components.metrics.macro_f1); fast path for the grid search."""
     y, pred = np.asarray(y, dtype=np.int64), np.asarray(pred, dtype=np.int64)
-    cm = np.bincount(y * k + pred, minlength=k * k).reshape(k, k)
-    tp = np.diag(cm).astype(np.float64)
-    denom = cm.sum(axis=0) + cm.sum(axis=1)
-    f1 = np.divide(2 * tp, denom, out=np.zeros(k), where=denom > 0)
-    return float(f1.mean())
+    return float(macro_f1_from_confusion(np.bincount(y * k + pred, minlength=k * k)
+                                         .reshape(k, k)))
 
 
 def _score(lp: np.ndarray, y: np.ndarray, b: np.ndarray, k: int) -> float:
