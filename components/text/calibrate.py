@@ -13,9 +13,8 @@ argmax decisions are the ones that were measured.
 
 Numpy only (macro-F1 from components.metrics); the fitting is a grid search: exhaustive
 over the free offsets for up to three classes (the first class's offset is pinned to 0,
-only differences matter),
-coordinate ascent for more. Ties keep the offsets closest to 0, so a flat optimum does
-not drift.
+only differences matter), coordinate ascent for more. Ties keep the offsets closest to
+0, so a flat optimum does not drift.
 """
 from __future__ import annotations
 
