@@ -67,7 +67,7 @@ def child(mode: str, span: str, out: str) -> None:
     """Runs in the limited process: validate (or the pandas baseline), print figures."""
     t0 = time.perf_counter()
     if mode == "validate":
-        from components.validate import ValidateSpec, run
+        from components.ctr.validate import ValidateSpec, run
         result = run(ValidateSpec(span_dir=span, out_dir=out, compute_previous=False,
                                   data_docs=False))
         rows, extra = result["rows"], {"gate": result["gate"], "n_failed": result["n_failed"],

@@ -15,11 +15,21 @@ import sys
 import tempfile
 from pathlib import Path
 
+from components.common.errors import BAD_DATA, TRANSIENT
+
 log = logging.getLogger("retrain.launch")
 
 
 class StepFailed(RuntimeError):
-    pass
+    """The step exited non-zero; `kind` says whether a retry can help."""
+
+    kind = TRANSIENT
+
+
+class BadDataFailed(StepFailed):
+    """The step rejected its input (a `BadData` error in the child): never retried."""
+
+    kind = BAD_DATA
 
 
 def run_step(module: str, spec: dict, env: dict | None = None) -> dict:
@@ -48,7 +58,8 @@ def run_step(module: str, spec: dict, env: dict | None = None) -> dict:
         result = json.loads(result_file.read_text()) if result_file.exists() else {}
         if code != 0:
             msg = result.get("error") or f"exit code {code}"
-            raise StepFailed(f"step {module} failed: {msg}")
+            failure = BadDataFailed if result.get("error_kind") == BAD_DATA else StepFailed
+            raise failure(f"step {module} failed: {msg}")
         return result
 
 

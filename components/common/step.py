@@ -16,6 +16,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+from components.common.errors import kind_of
+
 S = TypeVar("S")
 
 
@@ -35,8 +37,9 @@ def main(spec_cls: type[S], run: Callable[[S], dict], argv: list[str] | None = N
          description: str | None = None) -> int:
     """Parse `--spec JSON|@file`, run the step, write its result JSON.
 
-    On failure the result file holds {"error": "..."} so a launcher can surface the
-    step's own message (for example the failed expectations) instead of a bare exit code.
+    On failure the result file holds {"error": "...", "error_kind": "bad_data"|"transient"}
+    so a launcher can surface the step's own message (for example the failed expectations)
+    instead of a bare exit code, and decide on retries by kind, never by the message.
     """
     parser = argparse.ArgumentParser(description=description or (run.__doc__ or "").strip())
     parser.add_argument("--spec", required=True,
@@ -51,7 +54,8 @@ def main(spec_cls: type[S], run: Callable[[S], dict], argv: list[str] | None = N
         result = run(spec)
     except Exception as e:  # noqa: BLE001 - reported, then re-raised as exit code 1
         traceback.print_exc()
-        _emit({"error": f"{type(e).__name__}: {e}"}, args.result_file)
+        _emit({"error": f"{type(e).__name__}: {e}", "error_kind": kind_of(e)},
+              args.result_file)
         return 1
     _emit(result, args.result_file)
     return 0

@@ -166,7 +166,7 @@ class ModelDefaults:
 @dataclasses.dataclass(frozen=True)
 class Validation:
     """Data-validation rules beyond what the feature list implies (columns, types, nulls,
-    label domain, drift of every feature): `components.validation_rules.rules_for`.
+    label domain, drift of every feature): `components.ctr.validation_rules.rules_for`.
 
     extra_columns: (name, kind) of columns the logs carry that no feature reads (they
     must be present with that type); ranges: (column, min or None, max or None);

@@ -161,7 +161,7 @@ def test_serving_check_passes_the_trained_model_in_a_fresh_process(evaluated, tr
                                                                     tmp_path):
     from components.common.launch import run_step
     out_dir, _ = evaluated
-    result = run_step("components.serving_check", {
+    result = run_step("components.ctr.serving_check", {
         "model_dir": trained["model_dir"], "eval_dir": str(out_dir),
         "out_dir": str(tmp_path / "check"), "latency_requests": 30})
     assert result["passed"] is True and result["pid"] != os.getpid()
@@ -195,7 +195,7 @@ def good_eval_dir(span_dir, models, tmp_path_factory):
 ])
 def test_serving_check_rejects_broken_models(name, failed, message, models, good_eval_dir,
                                              tmp_path):
-    from components.serving_check import ServingCheckFailed, ServingCheckSpec, run
+    from components.ctr.serving_check import ServingCheckFailed, ServingCheckSpec, run
     with pytest.raises(ServingCheckFailed, match=re.escape(message)) as info:
         run(ServingCheckSpec(model_dir=models[name], eval_dir=str(good_eval_dir),
                              out_dir=str(tmp_path), latency_requests=3))
@@ -207,7 +207,7 @@ def test_serving_check_rejects_broken_models(name, failed, message, models, good
 
 
 def test_serving_check_passes_the_model_that_was_evaluated(models, good_eval_dir):
-    from components.serving_check import ServingCheckSpec, run
+    from components.ctr.serving_check import ServingCheckSpec, run
     result = run(ServingCheckSpec(model_dir=models["good"], eval_dir=str(good_eval_dir),
                                   latency_requests=3))
     assert result["passed"] and result["max_abs_diff"] < 1e-6  # batching: float32 rounding
@@ -218,6 +218,6 @@ def test_failed_serving_check_fails_the_step_with_its_reason(models, good_eval_d
     from components.common.launch import StepFailed, run_step
     with pytest.raises(StepFailed, match=r"ServingCheckFailed: .*finite: 500 of 500 scores "
                                          r"are NaN or inf.*not publishing"):
-        run_step("components.serving_check", {"model_dir": models["nan"],
+        run_step("components.ctr.serving_check", {"model_dir": models["nan"],
                                               "eval_dir": str(good_eval_dir),
                                               "latency_requests": 3})

@@ -111,9 +111,9 @@ def test_step_main_writes_result_or_error(tmp_path):
 
 
 def test_launcher_surfaces_the_steps_own_error(tmp_path):
-    # components.validate fails fast (before heavy imports) on a missing span dir.
+    # components.ctr.validate fails fast (before heavy imports) on a missing span dir.
     with pytest.raises(launch.StepFailed, match="does not exist|not found|No such|missing"):
-        launch.run_step("components.validate", {"span_dir": str(tmp_path / "nope"),
+        launch.run_step("components.ctr.validate", {"span_dir": str(tmp_path / "nope"),
                                                  "out_dir": str(tmp_path / "out")})
 
 

@@ -205,7 +205,7 @@ def test_trainer_field_options_are_checked_against_the_config():
 
 
 def test_validation_rules_come_from_the_config():
-    from components.validation_rules import DEFAULT_DRIFT, rules_for
+    from components.ctr.validation_rules import DEFAULT_DRIFT, rules_for
     generated = rules_for(fc.default())
     assert set(generated.expected_columns) == {*F.RAW_STRING_COLUMNS, *F.RAW_INT_COLUMNS,
                                                *F.RAW_FLOAT_COLUMNS}      # incl. extra `ts`

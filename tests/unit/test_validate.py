@@ -20,9 +20,9 @@ import pytest
 
 from components.ctr import features as F
 from components.ctr.generate import GenerateSpec, run as generate
-from components.validate import (SUMMARY_FILE, ValidateSpec, ValidationFailed,
+from components.ctr.validate import (SUMMARY_FILE, ValidateSpec, ValidationFailed,
                                  is_quarantined, run)
-from components.validation_rules import build_suites
+from components.ctr.validation_rules import build_suites
 
 PREV, DAY = "2026-11-01", "2026-11-02"
 ROWS = 4000

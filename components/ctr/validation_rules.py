@@ -211,7 +211,7 @@ def _exp(cls, rule: str, severity: str, text: str, **kwargs):
 
 def build_suites(spec, previous: dict | None, history: list[dict], rules: Rules | None = None):
     """{suite name: ExpectationSuite} for a span. `spec` carries the thresholds
-    (components.validate.ValidateSpec); previous/history only decide which comparative
+    (components.ctr.validate.ValidateSpec); previous/history only decide which comparative
     rules exist (no previous span: no drift rules; no history: no recent-average rule)."""
     import great_expectations as gx
     import great_expectations.expectations as gxe

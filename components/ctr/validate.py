@@ -5,7 +5,7 @@ truncated or duplicated upload, a broken client skewing a distribution) must sto
 DAG before preprocessing and training spend hours on it, and the person on call must see
 from the task log alone *what* broke. A day of logs can be far larger than memory, so
 the span is never loaded: one Beam pass (`beam_jobs.span_stats`) computes statistics
-and a bounded sample, and the suites of `components.validation_rules` run on those,
+and a bounded sample, and the suites of `components.ctr.validation_rules` run on those,
 compared with the previous span's statistics (drift, duplicated upload) and the recent
 spans' row counts.
 
@@ -28,14 +28,15 @@ import dataclasses
 import datetime as dt
 import logging
 import math
-import os
 import sys
 import time
 from pathlib import Path
 
+from components.common import quarantine
 from components.common.atomic import atomic_dir, read_json, write_json
+from components.common.errors import ValidationFailed  # noqa: F401  (raised here)
 from components.common.step import main
-from components.validation_rules import (DOMAINS_SUITE, ERROR, SAMPLE_SUITE,  # noqa: F401
+from components.ctr.validation_rules import (DOMAINS_SUITE, ERROR, SAMPLE_SUITE,  # noqa: F401
                                          STATS_SUITE, SUITE_VERSION, WARNING, build_suites)
 
 log = logging.getLogger("retrain.validate")
@@ -74,14 +75,6 @@ class ValidateSpec:
     run_id: str | None = None
     sample_rows: int = 10_000
     data_docs: bool = True
-
-
-class ValidationFailed(RuntimeError):
-    """The span was read but broke at least one error rule (the report is written)."""
-
-    def __init__(self, message: str, summary: dict | None = None):
-        super().__init__(message)
-        self.summary = summary or {}
 
 
 # --------------------------------------------------------------------------- the step
@@ -296,7 +289,7 @@ def _validate(spec, stats, previous, history, overlap, stats_dir: Path, docs_dir
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     from components.ctr import feature_config
-    from components.validation_rules import domains_table, rules_for, stats_row
+    from components.ctr.validation_rules import domains_table, rules_for, stats_row
 
     rules = rules_for(feature_config.load_for(spec.feature_config))
     row = stats_row(stats, previous, history, overlap, rules)
@@ -483,35 +476,14 @@ def _parts_schema_diffs(stats: dict) -> list[str]:
 
 
 def _quarantine(spec: ValidateSpec, summary: dict) -> dict | None:
-    """Write (failed gate) or release (passed or overridden) the span's quarantine
-    marker. The marker is a small JSON file outside the raw data."""
-    if not spec.quarantine_dir:
-        return None
-    marker = Path(spec.quarantine_dir) / f"{summary['span']}.json"
-    if summary["gate"] == "failed":
-        write_json(marker, {"span": summary["span"], "span_dir": summary["span_dir"],
-                            "run_id": spec.run_id, "quarantined_at": _now(),
-                            "failed": [_item(f) for f in summary["failed"]],
-                            "report": str(Path(spec.out_dir) / SUMMARY_FILE),
-                            "data_docs": summary["data_docs"]})
-        return {"marker": str(marker), "state": "quarantined"}
-    if marker.exists():
-        previous = read_json(marker)
-        released = marker.with_name(f"{marker.stem}.released-{_now().replace(':', '')}.json")
-        write_json(released, {**previous, "released_at": _now(), "released_by_run": spec.run_id,
-                              "gate": summary["gate"],
-                              "override_reason": summary.get("override_reason")})
-        os.unlink(marker)
-        return {"marker": str(released), "state": "released"}
-    return None
+    return quarantine.settle(
+        spec.quarantine_dir, span=summary["span"], span_dir=summary["span_dir"],
+        gate=summary["gate"], run_id=spec.run_id, failed=[_item(f) for f in summary["failed"]],
+        report=str(Path(spec.out_dir) / SUMMARY_FILE), data_docs=summary["data_docs"],
+        override_reason=summary.get("override_reason"))
 
 
-def is_quarantined(quarantine_dir: str | os.PathLike, span: str) -> bool:
-    return (Path(quarantine_dir) / f"{span}.json").exists()
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+is_quarantined = quarantine.is_quarantined
 
 
 def _fmt(v) -> str:
