@@ -9,12 +9,15 @@ Reads the Parquet partitions of a window of text spans and:
 - splits train/eval by a hash of the near-duplicate key, so a text (and every copy of it)
   falls in the same split on every day and can never leak from train into eval;
 - writes gzip TFRecord shards of tf.train.Example {example_id, text (raw, not tokenized:
-  the model tokenizes in-graph), sentiment, topic (class indices, -1 = unlabelled),
-  rating, span} and a summary with the counts and the per-class training counts (the
-  fine-tuning step's class weights).
+  the model tokenizes in-graph), span, and one int64 per task of the config (class index,
+  -1 = unlabelled)}, the resolved config (`text_config.json`) and a summary with the counts
+  and the per-class training counts (the fine-tuning step's class weights).
+
+The columns, the text template and the tasks come from the family config file
+(`--text-config`, default: the bundled reviews); parts may be Parquet, JSONL or JSONL.gz.
 
     python -m beam_jobs.preprocess_text --raw-root var/raw/text --span 2026-11-07 \
-        --window-days 3 --output-dir /tmp/pre --runner=DirectRunner
+        --window-days 3 --output-dir /tmp/pre --text-config my_texts.yaml --runner=DirectRunner
 """
 from __future__ import annotations
 
@@ -34,7 +37,8 @@ from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from beam_jobs.metrics import counters as beam_counters
 from components.common.spans import window
-from components.text import config as C
+from components.text import rawdata
+from components.text import task_config as T
 from components.text.preprocess import EVAL_DIR, SUMMARY_FILE, TRAIN_DIR
 
 log = logging.getLogger(__name__)
@@ -56,6 +60,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
                    help="share of distinct texts held out for evaluation (stable text hash)")
     p.add_argument("--output-dir", required=True, help="where shards and summary go")
     p.add_argument("--num-shards", type=int, default=0, help="TFRecord shards per split (0: runner decides)")
+    p.add_argument("--text-config", default="",
+                   help="the family config file (columns, tasks, labels); default: bundled reviews")
     return p.parse_known_args(argv)
 
 
@@ -80,49 +86,51 @@ def split_of(key: str, eval_percent: int) -> str:
 
 
 def window_files(raw_root: Path, span: dt.date, days: int) -> list[tuple[str, str]]:
-    """(span, parquet part) for every day of the window; a missing or unfinished day fails."""
+    """(span, part file) for every day of the window; a missing or unfinished day fails."""
     files = []
     for day in window(span, days):
         day_dir = Path(raw_root) / f"dt={day.isoformat()}"
-        if not (day_dir / "_SUCCESS").exists():
-            raise FileNotFoundError(f"span {day} is not complete: no {day_dir / '_SUCCESS'}")
-        parts = sorted(str(p) for p in day_dir.glob("part-*.parquet"))
-        if not parts:
-            raise FileNotFoundError(f"span {day} has no part-*.parquet files in {day_dir}")
-        files += [(day.isoformat(), p) for p in parts]
+        try:
+            parts = rawdata.span_parts(day_dir)
+        except FileNotFoundError as e:
+            raise FileNotFoundError(f"span {day} is not complete: {e}") from None
+        files += [(day.isoformat(), str(p)) for p in parts]
     return files
 
 
 class ReadRecords(beam.DoFn):
-    """One Parquet part -> dict records with normalized text and label indices."""
+    """One part file -> dict records with normalized text and label indices."""
 
-    def __init__(self):
+    def __init__(self, cfg_dict: dict):
+        self._cfg_dict = cfg_dict
+        self._cfg = None
         self._rows_in = Metrics.counter(NAMESPACE, "rows_in")
         self._empty = Metrics.counter(NAMESPACE, "rows_empty_text")
 
+    def setup(self):
+        self._cfg = T.from_resolved(self._cfg_dict)
+
     def process(self, item):
-        import pyarrow.parquet as pq
         span, path = item
-        table = pq.read_table(path, columns=list(C.RAW_COLUMNS))
-        for row in table.to_pylist():
+        for row in rawdata.read_rows(path):
             self._rows_in.inc()
-            rec = to_record(row, span)
+            rec = to_record(row, span, self._cfg)
             if rec is None:
                 self._empty.inc()
                 continue
             yield rec
 
 
-def to_record(row: dict, span: str) -> dict | None:
-    """A raw row as the record the pipeline carries; None for an empty text."""
-    text = normalize(row.get(C.TEXT) or "")
+def to_record(row: dict, span: str, cfg: T.TextConfig) -> dict | None:
+    """A raw row as the record the pipeline carries; None for an empty text. A label the
+    config does not declare raises (validation reports such a span before this runs)."""
+    text = normalize(cfg.text_of(row))
     if not text:
         return None
-    rating = row.get(C.RATING)
-    return {"example_id": str(row[C.EXAMPLE_ID]), "text": text, "span": span,
-            C.SENTIMENT: C.label_index(C.SENTIMENT, row.get(C.SENTIMENT)),
-            C.TOPIC: C.label_index(C.TOPIC, row.get(C.TOPIC)),
-            C.RATING: -1 if rating is None else int(rating)}
+    rec = {"example_id": str(row[cfg.example_id]), "text": text, "span": span}
+    for task in cfg.tasks:
+        rec[task.name] = task.index_of(row.get(task.label_column))
+    return rec
 
 
 def pick_group(item, eval_percent: int):
@@ -166,7 +174,7 @@ class DedupAndSplit(beam.PTransform):
         return {"records": out.records, "dups": out.dups}
 
 
-def to_example(rec: dict) -> bytes:
+def to_example(rec: dict, tasks: tuple[str, ...]) -> bytes:
     import tensorflow as tf
 
     def b(v: str):
@@ -177,17 +185,16 @@ def to_example(rec: dict) -> bytes:
 
     return tf.train.Example(features=tf.train.Features(feature={
         "example_id": b(rec["example_id"]), "text": b(rec["text"]), "span": b(rec["span"]),
-        C.SENTIMENT: i(rec[C.SENTIMENT]), C.TOPIC: i(rec[C.TOPIC]),
-        C.RATING: i(rec[C.RATING])})).SerializeToString()
+        **{t: i(rec[t]) for t in tasks}})).SerializeToString()
 
 
-def _class_counts(records) -> dict:
-    counts = {t: [0] * len(labels) for t, labels in C.TASKS.items()}
-    unlabelled = {t: 0 for t in C.TASKS}
+def _class_counts(records, task_labels: dict[str, list[str]]) -> dict:
+    counts = {t: [0] * len(labels) for t, labels in task_labels.items()}
+    unlabelled = {t: 0 for t in task_labels}
     n = 0
     for r in records:
         n += 1
-        for t in C.TASKS:
+        for t in task_labels:
             if r[t] >= 0:
                 counts[t][r[t]] += 1
             else:
@@ -202,6 +209,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     args, beam_args = parse_args(argv)
     if not 0 < args.eval_percent < 100:
         raise ValueError(f"--eval-percent must be in 1..99, got {args.eval_percent}")
+    cfg = T.load_for(args.text_config)
+    labels = cfg.task_labels
     files = window_files(Path(args.raw_root), args.span, args.window_days)
     options = PipelineOptions(beam_args)
     options.view_as(SetupOptions).save_main_session = save_main_session
@@ -212,7 +221,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
             records = (pipeline
                        | "ListFiles" >> beam.Create(files)
                        | "Reshuffle" >> beam.Reshuffle()
-                       | "Read" >> beam.ParDo(ReadRecords()))
+                       | "Read" >> beam.ParDo(ReadRecords(T.resolved(cfg))))
             dedup = records | "DedupAndSplit" >> DedupAndSplit(args.eval_percent)
             _ = (dedup["dups"]
                  | "SumDups" >> beam.CombinePerKey(sum)
@@ -222,13 +231,13 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                 rows = (dedup["records"]
                         | f"Only{split}" >> beam.Filter(lambda r, s=split: r["split"] == s))
                 _ = (rows
-                     | f"Encode{split}" >> beam.Map(to_example)
+                     | f"Encode{split}" >> beam.Map(to_example, tuple(labels))
                      | f"Write{split}" >> beam.io.WriteToTFRecord(
                          str(tmp / split / "part"), file_name_suffix=".tfrecord.gz",
                          num_shards=args.num_shards))
                 _ = (rows
                      | f"Count{split}" >> beam.combiners.ToList()
-                     | f"Stats{split}" >> beam.Map(_class_counts)
+                     | f"Stats{split}" >> beam.Map(_class_counts, labels)
                      | f"WriteStats{split}" >> beam.Map(
                          lambda s, name=split: write_json(tmp / f"_stats_{name}.json", s)))
         result = pipeline.result
@@ -247,12 +256,14 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
             "rows_eval": stats[EVAL_DIR]["rows"],
             "class_counts": {s: stats[s]["class_counts"] for s in (TRAIN_DIR, EVAL_DIR)},
             "unlabelled": {s: stats[s]["unlabelled"] for s in (TRAIN_DIR, EVAL_DIR)},
-            "labels": {t: list(v) for t, v in C.TASKS.items()},
+            "labels": labels,
+            "text_config": T.resolved(cfg),
             "eval_percent": args.eval_percent,
             "seconds": round(time.time() - started, 1),
             "runner": options.get_all_options().get("runner") or "DirectRunner",
         }
         write_json(tmp / SUMMARY_FILE, summary)
+        write_json(tmp / T.CONFIG_FILE, T.resolved(cfg))
     summary["output_dir"] = str(output)
     log.info("text preprocess summary: %s", json.dumps(summary))
     return summary

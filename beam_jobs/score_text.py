@@ -25,7 +25,8 @@ from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from beam_jobs.metrics import counters as beam_counters
 from beam_jobs.preprocess_text import normalize, window_files
-from components.text import config as C
+from components.text import rawdata
+from components.text import task_config as T
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--model-dir", default=None, help="exported text model (default: the "
                    "published version in --registry-root)")
     p.add_argument("--registry-root", default=None, help="model registry root")
-    p.add_argument("--model-name", default=C.MODEL_NAME)
+    p.add_argument("--model-name", default="text")
     p.add_argument("--output-dir", required=True)
     p.add_argument("--batch-size", type=int, default=64, help="texts per model call")
     p.add_argument("--num-shards", type=int, default=0)
@@ -64,11 +65,26 @@ def resolve_model(args) -> tuple[str, int | None]:
 
 
 class ReadTexts(beam.DoFn):
+    """Raw rows -> {example_id, text}, read as the model's own config describes them."""
+
+    def __init__(self, cfg_dict: dict):
+        self._cfg_dict = cfg_dict
+
+    def setup(self):
+        self._cfg = T.from_resolved(self._cfg_dict)
+
     def process(self, item):
-        import pyarrow.parquet as pq
         _, path = item
-        for row in pq.read_table(path, columns=[C.EXAMPLE_ID, C.TEXT]).to_pylist():
-            yield {"example_id": str(row[C.EXAMPLE_ID]), "text": row[C.TEXT] or ""}
+        for row in rawdata.read_rows(path):
+            yield {"example_id": str(row.get(self._cfg.example_id)),
+                   "text": self._cfg.text_of(row)}
+
+
+def model_config(model_dir: str) -> dict:
+    """The text config a model was trained with (labels.json); the bundled one for older
+    exports."""
+    labels = json.loads((Path(model_dir) / "assets.extra" / "labels.json").read_text())
+    return labels.get("text_config") or T.resolved(T.default())
 
 
 class ScoreBatch(beam.DoFn):
@@ -119,7 +135,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
             _ = (pipeline
                  | "ListFiles" >> beam.Create(files)
                  | "Reshuffle" >> beam.Reshuffle()
-                 | "Read" >> beam.ParDo(ReadTexts())
+                 | "Read" >> beam.ParDo(ReadTexts(model_config(model_dir)))
                  | "Batch" >> beam.BatchElements(min_batch_size=1,
                                                  max_batch_size=args.batch_size)
                  | "Score" >> beam.ParDo(ScoreBatch(model_dir))

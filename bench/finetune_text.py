@@ -32,32 +32,34 @@ def main(argv: list[str] | None = None) -> dict:
     import numpy as np
     import tensorflow as tf
 
-    from components.text import config as C
     from components.text import model as M
+    from components.text import task_config as T
     from components.text.checkpoint import default_checkpoint_dir
     from components.text.load import reviews_frame
 
     df, _ = reviews_frame()
     df = df.sample(n=args.examples + args.warmup_examples, random_state=0)
-    cols = {"text": df[C.TEXT].tolist(), "example_id": df[C.EXAMPLE_ID].tolist(),
-            "sentiment": [C.label_index(C.SENTIMENT, v) for v in df[C.SENTIMENT]],
-            "topic": [C.label_index(C.TOPIC, v) for v in df[C.TOPIC]],
-            "rating": df[C.RATING].tolist()}
+    cfg = T.default()
+    rows = df.to_dict("records")
+    cols = {"text": [cfg.text_of(r) for r in rows], "example_id": df[cfg.example_id].tolist(),
+            **{t.name: [t.index_of(r.get(t.label_column)) for r in rows] for t in cfg.tasks}}
     records = tf.data.Dataset.from_tensor_slices(cols).cache()
     warm, timed = records.take(args.warmup_examples), records.skip(args.warmup_examples)
 
     ckpt = default_checkpoint_dir()
     encoder = M.Encoder(ckpt, args.max_seq_length)
     keras.utils.set_random_seed(0)
-    model = M.build_model(ckpt)
+    model = M.build_model(ckpt, cfg.task_labels)
     model.compile(optimizer=keras.optimizers.AdamW(5e-5),
-                  loss={t: "sparse_categorical_crossentropy" for t in C.TASKS})
+                  loss={t: "sparse_categorical_crossentropy" for t in cfg.task_labels})
     modes = {"fixed_128": "fixed", "bucketed": "bucket"}
     out = {}
     for name, padding in modes.items():
-        ds = M.make_dataset(timed, encoder, args.batch_size, padding)
+        ds = M.make_dataset(timed, encoder, args.batch_size, padding,
+                            tasks=tuple(cfg.task_labels))
         tokens = [int(np.prod(x["token_ids"].shape)) for x, _, _ in ds]
-        model.fit(M.make_dataset(warm, encoder, args.batch_size, padding), epochs=1, verbose=0)
+        model.fit(M.make_dataset(warm, encoder, args.batch_size, padding,
+                                 tasks=tuple(cfg.task_labels)), epochs=1, verbose=0)
         t0 = time.perf_counter()
         model.fit(ds, epochs=1, verbose=0)
         seconds = time.perf_counter() - t0

@@ -75,11 +75,46 @@ def reviews_frame(negative_max: int = C.NEGATIVE_MAX_RATING,
     return out[keep].reset_index(drop=True), dropped
 
 
+_JSONL = (".jsonl", ".json", ".ndjson", ".jsonl.gz", ".json.gz", ".ndjson.gz")
+_PARQUET = (".parquet", ".pq", ".parquet.brotli")
+DAY_COLUMN = "_day_from_input"
+
+
+def read_input(path: str | Path):
+    """One JSONL / JSONL.gz / Parquet file, or every such file under a folder, as one
+    frame. Files under a `dt=YYYY-MM-DD` folder keep that date (column DAY_COLUMN)."""
+    import pandas as pd
+
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(f for f in p.rglob("*") if f.is_file() and f.name.endswith(_JSONL + _PARQUET)
+                       and not any(part.startswith((".", "_")) for part in f.relative_to(p).parts))
+        if not files:
+            raise FileNotFoundError(f"no .jsonl[.gz] or .parquet files under {p}")
+    elif p.is_file():
+        files = [p]
+    else:
+        raise FileNotFoundError(f"input file or folder not found: {p}")
+    frames = []
+    for f in files:
+        if f.name.endswith(_JSONL):
+            df = pd.read_json(f, lines=True, dtype=False, compression="infer")
+        elif f.name.endswith(_PARQUET):
+            df = pd.read_parquet(f)
+        else:
+            raise ValueError(f"{f}: expected .jsonl[.gz]/.ndjson or .parquet")
+        day = next((part[3:] for part in reversed(f.parts) if part.startswith("dt=")), None)
+        frames.append(df.assign(**{DAY_COLUMN: day}))
+    return pd.concat(frames, ignore_index=True)
+
+
 def user_frame(path: str, text_column: str, sentiment_column: str | None = None,
                topic_column: str | None = None, rating_column: str | None = None,
                id_column: str | None = None, negative_max: int = C.NEGATIVE_MAX_RATING,
-               positive_min: int = C.POSITIVE_MIN_RATING):
-    """A user's JSONL (.jsonl/.json lines) or Parquet file mapped to the span columns.
+               positive_min: int = C.POSITIVE_MIN_RATING, date_column: str | None = None):
+    """A user's JSONL (.jsonl/.json lines, optionally gzip) or Parquet file, or a folder of
+    them, mapped to the span columns. With `date_column` (or files under `dt=` folders)
+    each record keeps its own day instead of one chosen by its id hash.
 
     Sentiment comes from `sentiment_column` (label names) or is derived from
     `rating_column`; labels outside config.py's sets are kept as they are and fail
@@ -88,16 +123,9 @@ def user_frame(path: str, text_column: str, sentiment_column: str | None = None,
     import pandas as pd
 
     p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"input file not found: {p}")
-    if p.suffix in (".jsonl", ".json", ".ndjson"):
-        df = pd.read_json(p, lines=True)
-    elif p.suffix in (".parquet", ".pq") or p.name.endswith(".parquet.brotli"):
-        df = pd.read_parquet(p)
-    else:
-        raise ValueError(f"{p}: expected .jsonl/.ndjson or .parquet")
-    missing = [c for c in (text_column, sentiment_column, topic_column, rating_column, id_column)
-               if c and c not in df.columns]
+    df = read_input(p)
+    missing = [c for c in (text_column, sentiment_column, topic_column, rating_column, id_column,
+                           date_column) if c and c not in df.columns]
     if missing:
         raise ValueError(f"{p} has no column(s) {missing}; columns: {list(df.columns)}")
     if sentiment_column and rating_column:
@@ -119,21 +147,37 @@ def user_frame(path: str, text_column: str, sentiment_column: str | None = None,
     out = pd.DataFrame({C.EXAMPLE_ID: ids.values,
                         C.TEXT: df[text_column].astype(object).where(df[text_column].notna(), None),
                         C.SENTIMENT: sentiment, C.TOPIC: topic, C.RATING: ratings.values})
+    days = (pd.to_datetime(df[date_column], utc=True, errors="coerce").dt.date
+            if date_column else df[DAY_COLUMN].map(
+                lambda d: dt.date.fromisoformat(d) if d else None))
+    if date_column and days.isna().any():
+        bad = df.loc[days.isna(), date_column].head(3).tolist()
+        raise ValueError(f"{p}: {int(days.isna().sum())} record(s) have no readable date in "
+                         f"{date_column!r}, e.g. {bad}")
+    if days.notna().any():
+        out[DAY_COLUMN] = days.values
     return out, {"rows_in": n}
 
 
 def write_spans(df, out_root: str, start: dt.date, days: int,
                 max_rows_per_day: int | None = None, family: str = C.FAMILY) -> list[dict]:
-    """Split `df` over `days` days by id hash and write each day atomically."""
+    """Split `df` over `days` days by id hash (or over the records' own days, when `df`
+    has them) and write each day atomically."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if days < 1:
-        raise ValueError(f"days must be >= 1, got {days}")
     if df[C.EXAMPLE_ID].duplicated().any():
         raise ValueError("example ids are not unique")
-    df = df.assign(_day=[day_of(i, days) for i in df[C.EXAMPLE_ID]],
-                   _order=[hashlib.sha256(i.encode()).hexdigest() for i in df[C.EXAMPLE_ID]])
+    order = [hashlib.sha256(i.encode()).hexdigest() for i in df[C.EXAMPLE_ID]]
+    if DAY_COLUMN in df.columns:            # the user's own dates
+        own = sorted({d for d in df[DAY_COLUMN] if d is not None})
+        start, days = own[0], (own[-1] - own[0]).days + 1
+        df = df.assign(_day=[(d - start).days if d is not None else -1
+                             for d in df[DAY_COLUMN]], _order=order)
+    else:
+        if days < 1:
+            raise ValueError(f"days must be >= 1, got {days}")
+        df = df.assign(_day=[day_of(i, days) for i in df[C.EXAMPLE_ID]], _order=order)
     schema = pa.schema([(C.EXAMPLE_ID, pa.string()), (C.TEXT, pa.string()),
                         (C.SENTIMENT, pa.string()), (C.TOPIC, pa.string()),
                         (C.RATING, pa.int64())])
@@ -142,6 +186,8 @@ def write_spans(df, out_root: str, start: dt.date, days: int,
     for d in range(days):
         day = start + dt.timedelta(days=d)
         part = df[df["_day"] == d].sort_values("_order")
+        if DAY_COLUMN in df.columns and part.empty:
+            continue                        # a day the user has no records for
         if max_rows_per_day is not None:
             part = part.head(max_rows_per_day)
         part = part[list(C.RAW_COLUMNS)]
@@ -158,7 +204,7 @@ def write_spans(df, out_root: str, start: dt.date, days: int,
 @dataclasses.dataclass
 class LoadTextSpec:
     out_root: str                   # artifact root; days go to <out_root>/raw/text/dt=.../
-    start: str                      # first day, YYYY-MM-DD
+    start: str | None = None        # first day, YYYY-MM-DD (not with the user's own dates)
     days: int = 7
     max_rows_per_day: int | None = None
     input_path: str | None = None   # None: the bundled reviews; else a JSONL/Parquet file
@@ -167,21 +213,26 @@ class LoadTextSpec:
     topic_column: str | None = None
     rating_column: str | None = None
     id_column: str | None = None
+    date_column: str | None = None  # each record's own day (else: dt= folders, else hash)
     negative_max_rating: int = C.NEGATIVE_MAX_RATING
     positive_min_rating: int = C.POSITIVE_MIN_RATING
 
 
 def run(spec: LoadTextSpec) -> dict:
     """Write labelled text as daily spans; return what was written and dropped."""
-    start = dt.date.fromisoformat(spec.start)
+    start = dt.date.fromisoformat(spec.start) if spec.start else None
     if spec.input_path is None:
         df, dropped = reviews_frame(spec.negative_max_rating, spec.positive_min_rating)
         source = str(reviews_path())
     else:
         df, dropped = user_frame(spec.input_path, spec.text_column, spec.sentiment_column,
                                  spec.topic_column, spec.rating_column, spec.id_column,
-                                 spec.negative_max_rating, spec.positive_min_rating)
+                                 spec.negative_max_rating, spec.positive_min_rating,
+                                 spec.date_column)
         source = spec.input_path
+    if start is None and DAY_COLUMN not in df.columns:
+        raise ValueError("give start (the first day), or records with their own dates "
+                         "(date_column, or files under dt=YYYY-MM-DD folders)")
     days = write_spans(df, spec.out_root, start, spec.days, spec.max_rows_per_day)
     return {"source": source, "dropped": dropped, "days": days,
             "rows": sum(d["rows"] for d in days)}
@@ -195,12 +246,18 @@ def add_cli(subparsers) -> None:
         description="Assign each record to a day by a hash of its id and write one "
                     "partition per day with a _SUCCESS marker (input of text_daily_finetune).")
     p.add_argument("--root", default=None, help="artifact root (default: $RETRAIN_HOME or ./var)")
-    p.add_argument("--start", required=True, help="first day, YYYY-MM-DD")
+    p.add_argument("--start", default=None,
+                   help="first day, YYYY-MM-DD (required unless the records have their own "
+                        "dates: --date-column, or --input folders named dt=YYYY-MM-DD)")
     p.add_argument("--days", type=int, default=7, help="number of days to spread records over")
     p.add_argument("--max-rows-per-day", type=int, default=None,
                    help="keep at most this many records per day (a small slice)")
     p.add_argument("--input", default=None,
-                   help="your .jsonl or .parquet file (default: the bundled real reviews)")
+                   help="your .jsonl[.gz] or .parquet file, or a folder of them (default: the "
+                        "bundled real reviews)")
+    p.add_argument("--date-column", default=None,
+                   help="column with each record's date or timestamp: records keep their "
+                        "own day instead of one chosen by a hash of their id")
     p.add_argument("--text-column", default="text", help="text column of --input")
     p.add_argument("--sentiment-column", default=None,
                    help=f"column with sentiment labels {list(C.SENTIMENT_LABELS)}")
@@ -218,7 +275,7 @@ def _cmd(args) -> int:
         max_rows_per_day=args.max_rows_per_day, input_path=args.input,
         text_column=args.text_column, sentiment_column=args.sentiment_column,
         topic_column=args.topic_column, rating_column=args.rating_column,
-        id_column=args.id_column))
+        id_column=args.id_column, date_column=args.date_column))
     print(json.dumps(result, indent=2))
     return 0
 

@@ -1,7 +1,8 @@
-"""The text model: one pretrained BERT encoder shared by two softmax heads, its tf.data
-input pipeline, and its raw-string SavedModel export.
+"""The text model: one pretrained BERT encoder shared by one softmax head per configured
+task (exactly the config's tasks, never an untrained extra), its tf.data input pipeline,
+and its raw-string SavedModel export.
 
-Why one encoder with two heads and not two models: both tasks read the same review, and
+Why one encoder with several heads and not one model per task: the tasks read the same text, and
 on CPU the encoder is ~99% of the cost, so one forward pass serving both heads halves
 training and inference time, and one artifact (one registry entry, one serving check, one
 lineage record) carries both tasks. The price is that the tasks are published together:
@@ -15,7 +16,7 @@ prefetch), off the training step. `padding="fixed"` pads every batch to max_len 
 benchmark's baseline).
 
 Export: `export(...)` writes a SavedModel whose `serving_default` takes a 1-D batch of raw
-strings (`text`) and returns per-class probabilities per task (`sentiment`, `topic`),
+strings (`text`) and returns per-class probabilities per task (one output per task),
 tokenizing inside the graph, so no client re-implements WordPiece. The graph uses
 tensorflow-text ops: a loader must `import tensorflow_text` (op registration only) before
 `tf.saved_model.load`. When the training step fitted decision offsets
@@ -55,7 +56,7 @@ class MaskedMeanPool(keras.layers.Layer):
             keras.ops.sum(m, axis=1), 1.0)
 
 
-def build_model(checkpoint_dir: str, tasks: dict[str, tuple[str, ...]] = C.TASKS,
+def build_model(checkpoint_dir: str, tasks: dict[str, list[str]],
                 load_weights: bool = True, dropout: float = 0.1) -> keras.Model:
     backbone = build_backbone(checkpoint_dir, load_weights=load_weights, dropout=dropout)
     backbone.get_layer("pooled_dense").trainable = False  # unused: the heads mean-pool
@@ -107,19 +108,21 @@ class Encoder:
 
 # ---------------------------------------------------------------- tf.data
 
-FEATURES = {"text": tf.io.FixedLenFeature([], tf.string),
+def features(tasks) -> dict:
+    """The parsing spec of a preprocessed record: id, text and one class index per task."""
+    return {"text": tf.io.FixedLenFeature([], tf.string),
             "example_id": tf.io.FixedLenFeature([], tf.string),
-            "sentiment": tf.io.FixedLenFeature([], tf.int64, default_value=C.UNLABELLED),
-            "topic": tf.io.FixedLenFeature([], tf.int64, default_value=C.UNLABELLED),
-            "rating": tf.io.FixedLenFeature([], tf.int64, default_value=-1)}
+            **{t: tf.io.FixedLenFeature([], tf.int64, default_value=C.UNLABELLED)
+               for t in tasks}}
 
 
-def read_records(pattern: str | list[str]) -> tf.data.Dataset:
+def read_records(pattern: str | list[str], tasks) -> tf.data.Dataset:
     files = tf.io.gfile.glob(pattern) if isinstance(pattern, str) else pattern
     if not files:
         raise FileNotFoundError(f"no TFRecord shards match {pattern}")
+    spec = features(tasks)
     ds = tf.data.TFRecordDataset(sorted(files), compression_type="GZIP")
-    return ds.map(lambda r: tf.io.parse_single_example(r, FEATURES),
+    return ds.map(lambda r: tf.io.parse_single_example(r, spec),
                   num_parallel_calls=tf.data.AUTOTUNE)
 
 
@@ -129,7 +132,7 @@ def class_weight_table(weights: dict[str, list[float]]) -> dict[str, tf.Tensor]:
 
 def make_dataset(records: tf.data.Dataset, encoder: Encoder, batch_size: int,
                  padding: str = "bucket", class_weights: dict[str, list[float]] | None = None,
-                 shuffle_buffer: int = 0, seed: int = 0, tasks=tuple(C.TASKS),
+                 shuffle_buffer: int = 0, seed: int = 0, tasks=(),
                  boundaries: tuple[int, ...] = C.BUCKET_BOUNDARIES) -> tf.data.Dataset:
     """(features, labels, sample_weights) batches for Keras.
 

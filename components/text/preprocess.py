@@ -22,12 +22,14 @@ class TextPreprocessSpec:
     output_dir: str
     window_days: int = 3
     eval_percent: int = 20
+    text_config: str = ""        # the family config file; "": the bundled reviews
     beam_args: list[str] = dataclasses.field(default_factory=lambda: ["--runner=DirectRunner"])
 
 
 def to_argv(spec: TextPreprocessSpec) -> list[str]:
     return ["--raw-root", spec.raw_root, "--span", spec.span, "--output-dir", spec.output_dir,
             "--window-days", str(spec.window_days), "--eval-percent", str(spec.eval_percent),
+            "--text-config", spec.text_config,
             *spec.beam_args]
 
 

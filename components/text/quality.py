@@ -1,7 +1,10 @@
-"""Quality figures of the text model on the real reviews, with more data than CI affords.
+"""Quality figures of the text model on a corpus, with more data than CI affords: the
+bundled reviews by default, or any labelled text described by a text config.
 
     .venv/bin/retrain text-quality            # or: python -m components.text.quality
     .venv/bin/retrain text-quality --train-examples 3000 --max-seq-length 96   # quicker
+    .venv/bin/retrain text-quality --text-config my.yaml --raw-root data/ --span 2026-11-30 \\
+        --window-days 30                      # your own partitions
 
 Defaults = the best measured configuration (README, Performance): all ~18,100 training
 reviews, 2 epochs, max 128 tokens, peak learning rate 1e-4 with the cosine schedule,
@@ -31,21 +34,33 @@ SPAN = "2026-01-01"
 
 
 def run(work_dir: str, train_examples: int | None = None, eval_examples: int | None = None,
-        early_stop_examples: int = 200, epochs: int = 2, max_seq_length: int = 128,
+        early_stop_examples: int = 200, epochs: int = 2, max_seq_length: int | None = None,
         batch_size: int = 16, learning_rate: float = 1e-4, calibration_examples: int = 1500,
-        class_weighting: str = "balanced", lr_schedule: str = "cosine", seed: int = 7) -> dict:
+        class_weighting: str | None = None, lr_schedule: str = "cosine", seed: int = 7,
+        text_config: str = "", raw_root: str | None = None, span: str | None = None,
+        window_days: int = 1, eval_percent: int = 20) -> dict:
+    """Fine-tune and score on a corpus: the bundled reviews (default), or the user's own
+    partitions (`raw_root` + `span` + `window_days`) described by `text_config`."""
     from components.metrics import macro_f1_interval
     from components.text import load
+    from components.text import task_config as T
     from components.text.evaluate import TextEvaluateSpec, run as evaluate
     from components.text.preprocess import TextPreprocessSpec, run as preprocess
     from components.text.train import FinetuneSpec, run as finetune
 
     work = Path(work_dir)
     t0 = time.time()
-    loaded = load.run(load.LoadTextSpec(out_root=str(work), start=SPAN, days=1))
-    pre = preprocess(TextPreprocessSpec(raw_root=str(work / "raw" / "text"), span=SPAN,
-                                        output_dir=str(work / "pre"), window_days=1,
-                                        eval_percent=20))
+    if raw_root is None:
+        loaded = load.run(load.LoadTextSpec(out_root=str(work), start=SPAN, days=1))["rows"]
+        raw_root, span, window_days = str(work / "raw" / "text"), SPAN, 1
+    elif span is None:
+        raise ValueError("give span (the newest day of the window) with raw_root")
+    else:
+        loaded = None
+    cfg = T.load_for(text_config)
+    pre = preprocess(TextPreprocessSpec(raw_root=raw_root, span=span, text_config=text_config,
+                                        output_dir=str(work / "pre"), window_days=window_days,
+                                        eval_percent=eval_percent))
     t_pre = time.time()
     trained = finetune(FinetuneSpec(
         preprocess_dir=pre["output_dir"], out_dir=str(work / "model"), epochs=epochs,
@@ -57,37 +72,46 @@ def run(work_dir: str, train_examples: int | None = None, eval_examples: int | N
     ev = evaluate(TextEvaluateSpec(
         preprocess_dir=pre["output_dir"], candidate_model_dir=trained["model_dir"],
         out_dir=str(work / "evaluation"), max_eval_examples=eval_examples,
+        max_train_examples=train_examples,
         eval_offset=early_stop_examples + calibration_examples, min_auc=0.0))
     report = json.loads(Path(ev["eval_uri"]).read_text())
-    s, t = report["candidate"]["tasks"]["sentiment"], report["candidate"]["tasks"]["topic"]
+    classical = (report.get("classical_baseline") or {}).get("tasks") or {}
     figures = {
-        "reviews_loaded": loaded["rows"], "exact_duplicates": pre["exact_duplicates"],
+        "corpus": text_config or "bundled reviews", "tasks": cfg.task_labels,
+        "reviews_loaded": loaded if loaded is not None else pre["rows_in"],
+        "exact_duplicates": pre["exact_duplicates"],
         "near_duplicates": pre["near_duplicates"], "train_examples": trained["train_examples"],
         "eval_examples": report["rows"], "early_stop_examples": early_stop_examples,
-        "calibration_examples": calibration_examples, "class_weighting": class_weighting,
+        "calibration_examples": calibration_examples,
+        "class_weighting": trained["class_weighting"],
         "lr_schedule": lr_schedule, "learning_rate": learning_rate,
         "calibration_offsets": {t: c["offsets"] for t, c in
                                 ((trained.get("calibration") or {}).get("tasks") or {}).items()},
         "epochs_run": trained["epochs_run"], "seed": seed,
-        "max_seq_length": max_seq_length, "train_examples_per_second":
+        "max_seq_length": trained["max_seq_length"], "train_examples_per_second":
             trained["examples_per_second"],
-        "pos_vs_neg_accuracy": s.get("pos_vs_neg_accuracy"), "pos_vs_neg_n": s.get("pos_vs_neg_n"),
-        "sentiment_macro_f1": s["macro_f1"],
-        "sentiment_macro_f1_ci95": _bounds(macro_f1_interval(s["confusion_matrix"])),
-        "sentiment_accuracy": s["accuracy"],
-        "sentiment_majority_macro_f1": s["majority_macro_f1"],
-        "sentiment_majority_accuracy": s["majority_accuracy"],
-        "topic_macro_f1": t["macro_f1"],
-        "topic_macro_f1_ci95": _bounds(macro_f1_interval(t["confusion_matrix"])),
-        "topic_accuracy": t["accuracy"],
-        "topic_majority_macro_f1": t["majority_macro_f1"],
-        "topic_majority_accuracy": t["majority_accuracy"],
-        "sentiment_confusion_matrix": s["confusion_matrix"],
-        "sentiment_per_class": s["per_class"],
+        "classical_baseline": (report.get("classical_baseline") or {}).get("model"),
+    }
+    for task, m in report["candidate"]["tasks"].items():
+        if not m.get("n"):
+            continue
+        figures.update({
+            f"{task}_macro_f1": m["macro_f1"],
+            f"{task}_macro_f1_ci95": _bounds(macro_f1_interval(m["confusion_matrix"])),
+            f"{task}_accuracy": m["accuracy"], f"{task}_auc": m.get("auc"),
+            f"{task}_majority_macro_f1": m["majority_macro_f1"],
+            f"{task}_majority_accuracy": m["majority_accuracy"],
+            f"{task}_classical_macro_f1": classical.get(task, {}).get("macro_f1"),
+            f"{task}_classical_accuracy": classical.get(task, {}).get("accuracy"),
+            f"{task}_confusion_matrix": m["confusion_matrix"],
+            f"{task}_per_class": m["per_class"]})
+        if "pos_vs_neg_accuracy" in m:
+            figures.update(pos_vs_neg_accuracy=m["pos_vs_neg_accuracy"],
+                           pos_vs_neg_n=m["pos_vs_neg_n"])
+    figures.update({
         "seconds": {"load_preprocess": round(t_pre - t0), "finetune": round(t_train - t_pre),
                     "evaluate": round(time.time() - t_train)},
-        "eval_uri": ev["eval_uri"], "model_dir": trained["model_dir"],
-    }
+        "eval_uri": ev["eval_uri"], "model_dir": trained["model_dir"]})
     (work / "quality.json").write_text(json.dumps(figures, indent=2) + "\n")
     return figures
 
@@ -97,31 +121,33 @@ def _bounds(ci: dict) -> list[float]:
 
 
 def format_figures(f: dict) -> str:
-    def pct(x):
+    def num(x):
         return "-" if x is None else f"{x:.4f}"
 
     def ci(key):
         lo_hi = f.get(key)
         return f"  95% CI {lo_hi[0]:.3f}-{lo_hi[1]:.3f}" if lo_hi else ""
-    return "\n".join([
-        f"trained on {f['train_examples']} reviews ({f['epochs_run']} epoch(s), max "
-        f"{f['max_seq_length']} tokens, {f['train_examples_per_second']} examples/s); "
-        f"scored {f['eval_examples']} held-out reviews; class weighting "
+    lines = [
+        f"{f['corpus']}: trained on {f['train_examples']} texts ({f['epochs_run']} epoch(s), "
+        f"max {f['max_seq_length']} tokens, {f['train_examples_per_second']} examples/s); "
+        f"scored {f['eval_examples']} held-out texts; class weighting "
         f"{f['class_weighting']}, decision offsets {f['calibration_offsets'] or 'none'} "
-        f"(fitted on {f['calibration_examples']} other held-out reviews)",
-        f"{'':28}{'model':>8}  {'majority class':>14}  target",
-        f"{'positive-vs-negative acc.':28}{pct(f['pos_vs_neg_accuracy']):>8}  "
-        f"{'-':>14}  >= 0.92  (n={f['pos_vs_neg_n']})",
-        f"{'sentiment 3-class macro-F1':28}{pct(f['sentiment_macro_f1']):>8}  "
-        f"{pct(f['sentiment_majority_macro_f1']):>14}  >= 0.70"
-        f"{ci('sentiment_macro_f1_ci95')}",
-        f"{'sentiment accuracy':28}{pct(f['sentiment_accuracy']):>8}  "
-        f"{pct(f['sentiment_majority_accuracy']):>14}",
-        f"{'topic macro-F1':28}{pct(f['topic_macro_f1']):>8}  "
-        f"{pct(f['topic_majority_macro_f1']):>14}          {ci('topic_macro_f1_ci95')}",
-        f"{'topic accuracy':28}{pct(f['topic_accuracy']):>8}  "
-        f"{pct(f['topic_majority_accuracy']):>14}",
-    ])
+        f"(fitted on {f['calibration_examples']} other held-out texts)",
+        f"{'':28}{'model':>8}  {'TF-IDF+LR':>9}  {'majority':>8}"]
+    if f.get("pos_vs_neg_accuracy") is not None:
+        lines.append(f"{'positive-vs-negative acc.':28}{num(f['pos_vs_neg_accuracy']):>8}  "
+                     f"{'-':>9}  {'-':>8}  (n={f['pos_vs_neg_n']})")
+    for task in f["tasks"]:
+        if f"{task}_macro_f1" not in f:
+            continue
+        lines += [
+            f"{task + ' macro-F1':28}{num(f[task + '_macro_f1']):>8}  "
+            f"{num(f[task + '_classical_macro_f1']):>9}  "
+            f"{num(f[task + '_majority_macro_f1']):>8}{ci(task + '_macro_f1_ci95')}",
+            f"{task + ' accuracy':28}{num(f[task + '_accuracy']):>8}  "
+            f"{num(f[task + '_classical_accuracy']):>9}  "
+            f"{num(f[task + '_majority_accuracy']):>8}"]
+    return "\n".join(lines)
 
 
 def _parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -138,7 +164,8 @@ def _parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--calibration-examples", type=int, default=1500,
                    help="held-out reviews after the early-stopping ones on which the "
                         "decision offsets are fitted (not scored); 0: no calibration")
-    p.add_argument("--class-weighting", default="balanced", choices=["balanced", "sqrt", "none"])
+    p.add_argument("--class-weighting", default=None, choices=["balanced", "sqrt", "none"],
+                   help="default: the config's class_weighting")
     p.add_argument("--lr-schedule", default="cosine", choices=["cosine", "constant"])
     p.add_argument("--results", default=None,
                    help="also write the figures, with this command, to this JSON file "
@@ -146,7 +173,18 @@ def _parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--seed", type=int, default=7,
                    help="random seed of initialisation, dropout and shuffling")
-    p.add_argument("--max-seq-length", type=int, default=128)
+    p.add_argument("--max-seq-length", type=int, default=None,
+                   help="default: the config's max_seq_length (128 for the reviews)")
+    p.add_argument("--text-config", default="",
+                   help="the corpus' text config file (columns, tasks, labels; README "
+                        "\"Your own text data\"); default: the bundled reviews")
+    p.add_argument("--raw-root", default=None,
+                   help="folder of dt=YYYY-MM-DD partitions to measure on (with --span); "
+                        "default: the bundled reviews loaded as one span")
+    p.add_argument("--span", default=None, help="newest day of the window (with --raw-root)")
+    p.add_argument("--window-days", type=int, default=1, help="days read (with --raw-root)")
+    p.add_argument("--eval-percent", type=int, default=20,
+                   help="share of distinct texts held out (stable text hash)")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--learning-rate", type=float, default=1e-4)
     return p
@@ -155,8 +193,9 @@ def _parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def add_cli(subparsers) -> None:
     """Register `retrain text-quality`."""
     p = subparsers.add_parser(
-        "text-quality", help="fine-tune on the real reviews and print the quality figures "
-                             "(accuracy, macro-F1, majority baseline)",
+        "text-quality", help="fine-tune on a corpus (default: the bundled reviews) and print "
+                             "the quality figures (accuracy, macro-F1, TF-IDF and majority "
+                             "baselines)",
         description=__doc__.split("\n\n")[0])
     _parser(p).set_defaults(func=_cmd)
 
@@ -166,7 +205,9 @@ def _cmd(args) -> int:
     figures = run(work, args.train_examples, args.eval_examples, args.early_stop_examples,
                   args.epochs, args.max_seq_length, args.batch_size, args.learning_rate,
                   args.calibration_examples, args.class_weighting, args.lr_schedule,
-                  args.seed)
+                  args.seed, text_config=args.text_config, raw_root=args.raw_root,
+                  span=args.span, window_days=args.window_days,
+                  eval_percent=args.eval_percent)
     print(format_figures(figures))
     if args.results:
         from components.common.atomic import write_json

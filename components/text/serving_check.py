@@ -6,7 +6,7 @@ register the tokenizer ops its graph uses; no Keras, no keras-hub), sends the ra
 evaluation scored (`scores_sample.json`) one at a time and as one batch, and checks that
 every task returns one probability row per text, finite, summing to 1, and equal to the
 probabilities evaluation computed (max |diff| <= max_abs_diff). Any failure raises and
-nothing is published. Same spec fields as `components.serving_check`, so the shared push
+nothing is published. Same spec fields as `components.ctr.serving_check`, so the shared push
 code launches either.
 """
 from __future__ import annotations

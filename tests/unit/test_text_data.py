@@ -96,3 +96,75 @@ def test_validation_passes_real_span_and_catches_broken_ones(reviews_home, tmp_p
     df.to_parquet(nomark / "part-00000.parquet")
     with pytest.raises(FileNotFoundError, match="_SUCCESS"):
         validate(TextValidateSpec(span_dir=str(nomark), out_dir=str(tmp_path / "bad3")))
+
+
+def test_load_text_reads_a_folder_and_keeps_the_users_dates(tmp_path):
+    import gzip
+
+    src = tmp_path / "export"
+    (src / "dt=2026-10-03").mkdir(parents=True)
+    (src / "dt=2026-10-05").mkdir(parents=True)
+    with gzip.open(src / "dt=2026-10-03" / "a.jsonl.gz", "wt") as f:
+        f.write(json.dumps({"body": "late parcel", "stars": 1}) + "\n")
+    (src / "dt=2026-10-05" / "b.jsonl").write_text(
+        json.dumps({"body": "great fit", "stars": 5}) + "\n"
+        + json.dumps({"body": "ok I guess", "stars": 3}) + "\n")
+    res = load.run(load.LoadTextSpec(out_root=str(tmp_path / "home"), input_path=str(src),
+                                     text_column="body", rating_column="stars"))
+    assert [(d["span"], d["rows"]) for d in res["days"]] == [("2026-10-03", 1),
+                                                             ("2026-10-05", 2)]
+    rows = tmp_path / "timed.jsonl"
+    rows.write_text("\n".join(json.dumps({"body": f"t{i}", "stars": 4,
+                                          "created": f"2026-09-0{i}T23:10:00Z"})
+                              for i in (1, 1, 4)) + "\n")
+    res = load.run(load.LoadTextSpec(out_root=str(tmp_path / "home2"), input_path=str(rows),
+                                     text_column="body", rating_column="stars",
+                                     date_column="created"))
+    assert [(d["span"], d["rows"]) for d in res["days"]] == [("2026-09-01", 2),
+                                                             ("2026-09-04", 1)]
+    with pytest.raises(ValueError, match="give start"):
+        load.run(load.LoadTextSpec(out_root=str(tmp_path / "h3"), input_path=str(rows),
+                                   text_column="body"))
+
+
+def test_validation_follows_the_users_config_quarantines_and_can_be_overridden(tmp_path):
+    import gzip
+
+    config = tmp_path / "tickets.yaml"
+    config.write_text("example_id: tid\ntext_template: '{subject}: {body}'\n"
+                      "tasks:\n  queue: {label_column: team, labels: [billing, outage]}\n"
+                      "validation: {min_rows: 10}\n")
+    span = tmp_path / "raw" / "dt=2026-12-01"
+    span.mkdir(parents=True)
+    rows = [{"tid": i, "subject": "Refund" if i % 2 else "Down",
+             "body": f"ticket number {i} about my account", "team": "billing" if i % 2
+             else "outage"} for i in range(30)]
+    with gzip.open(span / "part-0.jsonl.gz", "wt") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    (span / "_SUCCESS").write_text("")
+    quarantine = tmp_path / "quarantine"
+    ok = validate(TextValidateSpec(span_dir=str(span), out_dir=str(tmp_path / "ok"),
+                                   text_config=str(config), quarantine_dir=str(quarantine)))
+    assert ok["success"] and ok["rows"] == 30 and ok["label_counts"]["queue"] == {
+        "billing": 15, "outage": 15}
+    assert ok["unknown_token_rate"] < 0.05
+
+    rows[3]["team"] = "sales"                        # a queue the config does not declare
+    for r in rows:
+        r.pop("subject")                             # a column the template needs
+    with gzip.open(span / "part-0.jsonl.gz", "wt") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    with pytest.raises(ValidationFailed) as e:
+        validate(TextValidateSpec(span_dir=str(span), out_dir=str(tmp_path / "bad"),
+                                  text_config=str(config), quarantine_dir=str(quarantine),
+                                  run_id="run-1"))
+    failed = {(f["expectation"], f["column"]) for f in e.value.summary["failed"]}
+    assert failed == {("required_columns", None), ("expect_column_values_to_be_in_set", "queue")}
+    assert "subject" in e.value.summary["failed"][0]["observed"]
+    marker = quarantine / "dt=2026-12-01.json"
+    assert json.loads(marker.read_text())["run_id"] == "run-1"
+    passed = validate(TextValidateSpec(span_dir=str(span), out_dir=str(tmp_path / "over"),
+                                       text_config=str(config), quarantine_dir=str(quarantine),
+                                       override_reason="sales queue opens tomorrow"))
+    assert passed["gate"] == "overridden" and not marker.exists()
+    assert passed["override_reason"] == "sales queue opens tomorrow"

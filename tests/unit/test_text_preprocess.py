@@ -11,12 +11,12 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from beam_jobs import preprocess_text as P
-from components.text import config as C
+from components.text import task_config as T
 
 
 def _rec(i, text, span="2026-11-02", sentiment=2, topic=0):
     return {"example_id": f"id-{i}", "text": P.normalize(text), "span": span,
-            "sentiment": sentiment, "topic": topic, "rating": 5}
+            "sentiment": sentiment, "topic": topic}
 
 
 def test_normalize_and_near_key():
@@ -26,14 +26,28 @@ def test_normalize_and_near_key():
 
 
 def test_to_record_maps_labels_and_drops_empty_text():
-    row = {C.EXAMPLE_ID: "a", C.TEXT: " Nice ", C.SENTIMENT: "neutral", C.TOPIC: "Tops",
-           C.RATING: 3}
-    rec = P.to_record(row, "2026-11-01")
-    assert rec["text"] == "Nice" and rec["sentiment"] == 1 and rec["topic"] == 4
-    assert P.to_record({**row, C.TEXT: "  \n"}, "2026-11-01") is None
-    assert P.to_record({**row, C.SENTIMENT: None}, "d")["sentiment"] == C.UNLABELLED
+    cfg = T.default()
+    row = {"example_id": "a", "text": " Nice ", "sentiment": "neutral", "topic": "Tops",
+           "rating": 3}
+    rec = P.to_record(row, "2026-11-01", cfg)
+    assert rec == {"example_id": "a", "text": "Nice", "span": "2026-11-01",
+                   "sentiment": 1, "topic": 4}
+    assert P.to_record({**row, "text": "  \n"}, "2026-11-01", cfg) is None
+    assert P.to_record({**row, "sentiment": None}, "d", cfg)["sentiment"] == T.UNLABELLED
     with pytest.raises(ValueError, match="not one of"):
-        P.to_record({**row, C.TOPIC: "Shoes"}, "d")
+        P.to_record({**row, "topic": "Shoes"}, "d", cfg)
+
+
+def test_to_record_follows_the_config_template_and_derived_labels():
+    cfg = T.from_dict({"example_id": "tid", "text_template": "{subject}. {body}",
+                       "tasks": {"urgent": {"label_column": "priority", "labels": ["no", "yes"],
+                                            "thresholds": [2]}}})
+    rec = P.to_record({"tid": 7, "subject": "Refund", "body": " card  charged twice",
+                       "priority": 4}, "d", cfg)
+    assert rec == {"example_id": "7", "text": "Refund. card charged twice", "span": "d",
+                   "urgent": 1}
+    assert P.to_record({"tid": 8, "subject": "Hi", "body": "x", "priority": 2}, "d",
+                       cfg)["urgent"] == 0
 
 
 def test_dedup_counts_exact_and_near_duplicates_across_days():

@@ -1,0 +1,365 @@
+"""The text family's config file: which column holds the text, which tasks to learn, their
+labels, the checkpoint, and the dataset's validation and gate settings.
+
+Everything specific to a corpus lives here (rule 14), so a user brings their own data with a
+file of about ten lines and never edits code. The bundled reviews are one such file
+(`configs/reviews.yaml`, the default). Every problem in a file is reported at once, each
+with its place (`tasks.sentiment.labels: ...`), as the CTR feature config does.
+
+    example_id: ticket_id          # unique per record
+    text: body                     # or text_template: "{subject}. {body}"
+    tasks:
+      queue:                       # one or more; each becomes one head of the model
+        label_column: queue
+        labels: [billing, outage, account]
+      urgent:                      # derived from a numeric column: value <= 2 -> "no"
+        label_column: priority
+        labels: [no, yes]
+        thresholds: [2]
+
+Stdlib + PyYAML only (parsed in the steps; the DAG only passes the path on).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import re
+import string
+from pathlib import Path
+from typing import Any
+
+from components.common.errors import ConfigError
+
+PACKAGED_DIR = Path(__file__).resolve().parent / "configs"
+DEFAULT_CONFIG = PACKAGED_DIR / "reviews.yaml"
+CONFIG_FILE = "text_config.json"          # the resolved config, written beside artifacts
+UNLABELLED = -1
+CLASS_WEIGHTING = ("balanced", "sqrt", "none")
+# Names the preprocessed records use for their own fields: a task may not take them.
+RESERVED = ("example_id", "text", "span", "split")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_TOP_KEYS = {"example_id", "text", "text_template", "tasks", "checkpoint", "max_seq_length",
+             "bucket_boundaries", "class_weighting", "validation", "gate", "description"}
+_TASK_KEYS = {"label_column", "labels", "thresholds", "positive", "min_macro_f1",
+              "max_macro_f1_drop", "description"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Validation:
+    """Per-dataset rules of the text validation gate (bounds are inclusive)."""
+
+    min_rows: int = 50
+    max_rows: int = 10_000_000
+    min_chars: int = 2
+    max_chars: int = 20_000
+    min_median_chars: int = 10
+    max_median_chars: int = 5_000
+    max_unlabelled_rate: float = 0.5      # per task: share of rows without its label
+    max_class_share: float = 0.95         # per task: largest class's share of labelled rows
+    max_duplicate_rate: float = 0.2
+    unknown_token_warn: float = 0.05      # checkpoint tokenizer's [UNK] share of the pieces
+    unknown_token_fail: float = 0.25
+    unknown_token_sample: int = 2000      # texts of the span the [UNK] rate is measured on
+
+
+@dataclasses.dataclass(frozen=True)
+class Gate:
+    """Family-wide gate settings; per-task macro-F1 limits sit on each task."""
+
+    min_auc: float = 0.6                  # mean over tasks of the macro one-vs-rest AUC
+    max_auc_drop: float = 0.005
+    max_log_loss_increase: float = 0.02
+    max_task_auc_drop: float = 0.02       # per task, against the published model
+    min_task_rows: int = 20
+    beat_classical_baseline: bool = True  # macro-F1 >= TF-IDF + logistic regression's
+    classical_baseline_margin: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    name: str
+    label_column: str
+    labels: tuple[str, ...]
+    thresholds: tuple[float, ...] | None = None   # numeric column: label i if value <= t_i
+    positive: str | None = None                   # binary tasks: the positive class
+    min_macro_f1: float | None = None
+    max_macro_f1_drop: float | None = None
+
+    @property
+    def binary(self) -> bool:
+        return len(self.labels) == 2
+
+    @property
+    def positive_index(self) -> int | None:
+        return self.labels.index(self.positive or self.labels[1]) if self.binary else None
+
+    def label_of(self, raw: Any) -> str | None:
+        """The label name of a raw value (None: not labelled); ValueError if unknown."""
+        if raw is None or (isinstance(raw, float) and math.isnan(raw)) or raw == "":
+            return None
+        if self.thresholds is None:
+            label = str(raw)
+            if label not in self.labels:
+                raise ValueError(f"{self.name} label {label!r} is not one of {list(self.labels)}")
+            return label
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            raise ValueError(f"{self.name}: {self.label_column} value {raw!r} is not a "
+                             "number") from None
+        if math.isnan(value):
+            return None
+        for label, cut in zip(self.labels, self.thresholds):
+            if value <= cut:
+                return label
+        return self.labels[-1]
+
+    def index_of(self, raw: Any) -> int:
+        label = self.label_of(raw)
+        return UNLABELLED if label is None else self.labels.index(label)
+
+
+@dataclasses.dataclass(frozen=True)
+class TextConfig:
+    source: str
+    example_id: str
+    text: str | None
+    text_template: str | None
+    tasks: tuple[Task, ...]
+    checkpoint: str | None = None                 # None: the bundled all-MiniLM-L6-v2
+    max_seq_length: int = 128
+    bucket_boundaries: tuple[int, ...] = (16, 32, 48, 64, 96)
+    class_weighting: str = "balanced"
+    validation: Validation = Validation()
+    gate: Gate = Gate()
+
+    @property
+    def task_labels(self) -> dict[str, list[str]]:
+        """{task: labels}: the model's heads, in order (what labels.json records)."""
+        return {t.name: list(t.labels) for t in self.tasks}
+
+    def task(self, name: str) -> Task:
+        for t in self.tasks:
+            if t.name == name:
+                return t
+        raise KeyError(f"no task {name!r} (tasks: {[t.name for t in self.tasks]})")
+
+    def text_columns(self) -> list[str]:
+        if self.text_template is None:
+            return [self.text]
+        return [f for _, f, _, _ in string.Formatter().parse(self.text_template) if f]
+
+    def raw_columns(self) -> list[str]:
+        """Every raw column a record needs (id, text parts, label columns), in order."""
+        cols = [self.example_id, *self.text_columns(), *(t.label_column for t in self.tasks)]
+        return list(dict.fromkeys(cols))
+
+    def text_of(self, row: dict) -> str:
+        if self.text_template is None:
+            value = row.get(self.text)
+            return "" if value is None else str(value)
+        parts = {c: "" if row.get(c) is None else str(row.get(c)) for c in self.text_columns()}
+        return self.text_template.format(**parts)
+
+    def checkpoint_dir(self) -> str:
+        if self.checkpoint:
+            return self.checkpoint
+        from components.text.checkpoint import default_checkpoint_dir
+        return default_checkpoint_dir()
+
+    def to_dict(self) -> dict:
+        d = json.loads(json.dumps(dataclasses.asdict(self)))   # tuples -> lists
+        d["tasks"] = {t.pop("name"): t for t in d["tasks"]}
+        d.pop("source")
+        return d
+
+
+class _Problems(list):
+    def add(self, where: str, what: str) -> None:
+        self.append(f"{where}: {what}")
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value)
+
+
+def _fill(cls, raw, where: str, problems: _Problems):
+    """A dataclass of settings from a mapping: unknown keys and wrong types reported."""
+    if raw is None:
+        return cls()
+    if not isinstance(raw, dict):
+        problems.add(where, f"must be a mapping, got {raw!r}")
+        return cls()
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    values = {}
+    for key, value in raw.items():
+        if key not in fields:
+            problems.add(f"{where}.{key}", f"unknown key (allowed: {', '.join(fields)})")
+            continue
+        default = fields[key].default
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, int) or key.startswith(("min_rows", "max_rows")):
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        else:
+            ok = (value is None and default is None) or (_number(value) and value >= 0)
+        if not ok:
+            problems.add(f"{where}.{key}", f"must be {type(default).__name__} >= 0"
+                         f"{' or null' if default is None else ''}, got {value!r}")
+            continue
+        values[key] = value
+    return cls(**values)
+
+
+def _parse_task(name, raw, problems: _Problems) -> Task | None:
+    where = f"tasks.{name}"
+    if not isinstance(name, str) or not _NAME.match(name) or name in RESERVED:
+        problems.add(where, f"task name must match {_NAME.pattern} and not be one of "
+                            f"{list(RESERVED)}")
+        return None
+    if not isinstance(raw, dict):
+        problems.add(where, f"must be a mapping with label_column and labels, got {raw!r}")
+        return None
+    for key in sorted(set(raw) - _TASK_KEYS):
+        problems.add(f"{where}.{key}", f"unknown key (allowed: {', '.join(sorted(_TASK_KEYS))})")
+    column = raw.get("label_column", name)
+    if not isinstance(column, str) or not column:
+        problems.add(f"{where}.label_column", f"must be a column name, got {column!r}")
+    labels = raw.get("labels")
+    if isinstance(labels, list) and any(isinstance(x, bool) for x in labels):
+        problems.add(f"{where}.labels", f"got {labels!r}: YAML reads unquoted yes/no/true/false "
+                                        "as booleans; quote the label names")
+        return None
+    if not isinstance(labels, list) or len(labels) < 2 \
+            or not all(isinstance(x, (str, int)) for x in labels):
+        problems.add(f"{where}.labels", f"must list at least 2 label names, got {labels!r}")
+        return None
+    labels = tuple(str(x) for x in labels)
+    if len(set(labels)) != len(labels):
+        problems.add(f"{where}.labels", f"repeats a label: {list(labels)}")
+    thresholds = raw.get("thresholds")
+    if thresholds is not None:
+        if not isinstance(thresholds, list) or not all(_number(x) for x in thresholds) \
+                or len(thresholds) != len(labels) - 1 or sorted(thresholds) != thresholds:
+            problems.add(f"{where}.thresholds", f"must be {len(labels) - 1} increasing numbers "
+                         f"(one cut per label but the last), got {thresholds!r}")
+            thresholds = None
+        else:
+            thresholds = tuple(float(x) for x in thresholds)
+    positive = raw.get("positive")
+    if positive is not None and (len(labels) != 2 or str(positive) not in labels):
+        problems.add(f"{where}.positive", f"names the positive class of a 2-label task, "
+                     f"got {positive!r} for labels {list(labels)}")
+        positive = None
+    limits = {}
+    for key in ("min_macro_f1", "max_macro_f1_drop"):
+        value = raw.get(key)
+        if value is not None and not (_number(value) and 0 <= value <= 1):
+            problems.add(f"{where}.{key}", f"must be a number in [0, 1], got {value!r}")
+            value = None
+        limits[key] = value
+    return Task(name=name, label_column=column, labels=labels, thresholds=thresholds,
+                positive=None if positive is None else str(positive), **limits)
+
+
+def from_dict(data: Any, source: str = "") -> TextConfig:
+    """Validate a parsed config; ConfigError lists every problem with its place."""
+    problems = _Problems()
+    if not isinstance(data, dict):
+        raise ConfigError(f"text config {source}: must be a mapping, got {type(data).__name__}")
+    for key in sorted(set(data) - _TOP_KEYS):
+        problems.add(key, f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})")
+    example_id = data.get("example_id")
+    if not isinstance(example_id, str) or not example_id:
+        problems.add("example_id", f"must name the column with each record's unique id, "
+                                   f"got {example_id!r}")
+    text, template = data.get("text"), data.get("text_template")
+    if (text is None) == (template is None):
+        problems.add("text", "give exactly one of text (a column) or text_template "
+                             "(e.g. '{title}. {body}')")
+    elif text is not None and (not isinstance(text, str) or not text):
+        problems.add("text", f"must be a column name, got {text!r}")
+    elif template is not None:
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(str(template)) if f]
+        except ValueError as e:
+            fields = []
+            problems.add("text_template", f"is not a valid template: {e}")
+        if not fields:
+            problems.add("text_template", f"must name at least one column as {{column}}, "
+                                          f"got {template!r}")
+    tasks_raw = data.get("tasks")
+    tasks: list[Task] = []
+    if not isinstance(tasks_raw, dict) or not tasks_raw:
+        problems.add("tasks", "must map at least one task name to its label_column and labels")
+    else:
+        tasks = [t for n, r in tasks_raw.items() if (t := _parse_task(n, r, problems))]
+    checkpoint = data.get("checkpoint")
+    if checkpoint is not None:
+        if not isinstance(checkpoint, str):
+            problems.add("checkpoint", f"must be a folder path, got {checkpoint!r}")
+        elif not (Path(checkpoint) / "vocab.txt").is_file() \
+                or not (Path(checkpoint) / "config.json").is_file():
+            problems.add("checkpoint", f"{checkpoint} is not a Hugging Face-format BERT folder "
+                                       "(needs config.json, vocab.txt, model.safetensors)")
+    seq = data.get("max_seq_length", 128)
+    if not isinstance(seq, int) or isinstance(seq, bool) or not 8 <= seq <= 512:
+        problems.add("max_seq_length", f"must be an integer in [8, 512], got {seq!r}")
+        seq = 128
+    buckets = data.get("bucket_boundaries", [16, 32, 48, 64, 96])
+    if not isinstance(buckets, list) or not all(isinstance(b, int) and b > 0 for b in buckets) \
+            or sorted(set(buckets)) != buckets:
+        problems.add("bucket_boundaries", f"must be increasing positive integers, got {buckets!r}")
+        buckets = [16, 32, 48, 64, 96]
+    weighting = data.get("class_weighting", "balanced")
+    if weighting not in CLASS_WEIGHTING:
+        problems.add("class_weighting", f"must be one of {CLASS_WEIGHTING}, got {weighting!r}")
+        weighting = "balanced"
+    validation = _fill(Validation, data.get("validation"), "validation", problems)
+    gate = _fill(Gate, data.get("gate"), "gate", problems)
+    if problems:
+        raise ConfigError(f"text config {source or '(text)'} has {len(problems)} problem(s):\n  "
+                          + "\n  ".join(problems))
+    return TextConfig(source=source, example_id=example_id, text=text,
+                      text_template=None if template is None else str(template),
+                      tasks=tuple(tasks), checkpoint=checkpoint, max_seq_length=seq,
+                      bucket_boundaries=tuple(buckets), class_weighting=weighting,
+                      validation=validation, gate=gate)
+
+
+def load(path: str | Path) -> TextConfig:
+    """Read a YAML or JSON text config file and validate it."""
+    import yaml
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"text config {p} does not exist")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise ConfigError(f"text config {p} is not valid YAML/JSON: {e}") from None
+    return from_dict(data if data is not None else {}, source=str(p))
+
+
+@functools.lru_cache(maxsize=1)
+def default() -> TextConfig:
+    return load(DEFAULT_CONFIG)
+
+
+def load_for(path: str | Path | None) -> TextConfig:
+    """The config at `path`, or the bundled reviews' config for None / ""."""
+    return default() if path in (None, "") else load(path)
+
+
+def resolved(cfg: TextConfig) -> dict:
+    """What a preprocess run writes beside its output so later steps (and later days) read
+    the exact config the data was made with."""
+    return {**cfg.to_dict(), "source": cfg.source}
+
+
+def from_resolved(data: dict) -> TextConfig:
+    data = dict(data)
+    return from_dict({k: v for k, v in data.items() if k != "source"},
+                     source=data.get("source", ""))
