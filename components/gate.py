@@ -118,11 +118,65 @@ class Decision:
         )
 
 
+@dataclass(frozen=True)
+class MetricLimit:
+    """A headline metric of any family with its direction: "max" (AUC, accuracy: higher is
+    better) or "min" (RMSE, log loss). `absolute`: the value a candidate must reach;
+    `max_regression`: how much worse than the published baseline it may be."""
+
+    metric: str
+    direction: str
+    absolute: float | None = None
+    max_regression: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.direction not in ("max", "min"):
+            raise ValueError(f"MetricLimit {self.metric}: direction must be 'max' or 'min', "
+                             f"got {self.direction!r}")
+        for name in ("absolute", "max_regression"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(
+                    value, (int, float)) or not math.isfinite(value)):
+                raise ValueError(f"MetricLimit {self.metric}.{name} must be a finite number")
+        if self.max_regression is not None and self.max_regression < 0:
+            raise ValueError(f"MetricLimit {self.metric}.max_regression must be >= 0")
+
+
+def headline_rules(candidate: dict[str, Any], baseline: dict[str, Any] | None,
+                   limits: list[MetricLimit]) -> list[dict[str, Any]]:
+    """Rules for `decide(..., extra_rules=...)` from any family's headline metrics: each
+    limit's absolute bound, and its regression bound when a baseline is published."""
+    rules = []
+    for lim in limits:
+        value = _metric(candidate, lim.metric, "candidate")
+        better = ">=" if lim.direction == "max" else "<="
+        sign = -1.0 if lim.direction == "max" else 1.0
+
+        def ok(v: float, bound: float) -> bool:
+            return v >= bound - _EPS if lim.direction == "max" else v <= bound + _EPS
+
+        if lim.absolute is not None:
+            rules.append({"name": f"{'min' if sign < 0 else 'max'}_{lim.metric}",
+                          "passed": ok(value, lim.absolute), "observed": value,
+                          "limit": lim.absolute,
+                          "line": f"{lim.metric} {value:.4f} {better} {lim.absolute:.4f}"})
+        if baseline is not None and lim.max_regression is not None:
+            base = _metric(baseline, lim.metric, "baseline")
+            bound = base + sign * lim.max_regression
+            rules.append({"name": f"max_{lim.metric}_regression", "passed": ok(value, bound),
+                          "observed": value, "limit": bound, "baseline": base,
+                          "line": f"{lim.metric} {value:.4f} {better} baseline {base:.4f} "
+                                  f"{'-' if sign < 0 else '+'} {lim.max_regression:.4f} "
+                                  f"(= {bound:.4f})"})
+    return rules
+
+
 def decide(
     candidate: dict[str, Any],
     baseline: dict[str, Any] | None,
-    thresholds: Thresholds,
+    thresholds: Thresholds | None,
     force_reason: str | None = None,
+    extra_rules: list[dict[str, Any]] = (),
 ) -> Decision:
     """Bless the candidate iff every rule passes (or an operator forces it, with a reason).
 
@@ -138,17 +192,21 @@ def decide(
     `max_slice_auc_drop[<slice>=<value>]` per slice value with at least `min_slice_rows`
     rows, `min_slice_positives` positives and an AUC on both sides; the others are named
     in one "not guarded" reason.
+
+    `extra_rules`: rules a family computed on its own metrics (for example "macro-F1 of each
+    task at least the classical baseline's", or `headline_rules` for any metric with a
+    direction), each {name, passed, observed, limit, line}; they count like the built-in
+    ones, so a family adds rules without editing the gate. `thresholds=None` turns the
+    built-in AUC / log-loss rules off: a family whose headline is RMSE decides on its
+    `headline_rules` alone.
     """
     if force_reason is not None:
         if not isinstance(force_reason, str) or not force_reason.strip():
             raise ValueError("force_reason must be a non-empty explanation of why the gate "
                              "is overridden")
         force_reason = force_reason.strip()
-    if not isinstance(thresholds, Thresholds):
+    if thresholds is not None and not isinstance(thresholds, Thresholds):
         raise TypeError(f"thresholds must be a Thresholds, got {type(thresholds).__name__}")
-    auc = _metric(candidate, "auc", "candidate")
-    log_loss = _metric(candidate, "log_loss", "candidate")
-
     rules: list[dict[str, Any]] = []
     reasons: list[str] = []
 
@@ -158,6 +216,42 @@ def decide(
                       **extra})
         reasons.append(f"{line}: {'pass' if passed else 'fail'}")
 
+    if thresholds is not None:
+        _auc_log_loss_rules(candidate, baseline, thresholds, add, reasons)
+    elif baseline is None:
+        reasons.append(NO_BASELINE_REASON)
+
+    for rule in extra_rules:
+        rule = dict(rule)
+        line = rule.pop("line", rule["name"])
+        add(rule.pop("name"), bool(rule.pop("passed")), rule.pop("observed"),
+            rule.pop("limit"), line, **rule)
+
+    failed = [r["name"] for r in rules if not r["passed"]]
+    forced = False
+    if not failed:
+        blessed = True
+        reasons.append(f"blessed: all {len(rules)} rules pass")
+        if force_reason:
+            reasons.append(f"force requested ({force_reason}) but not needed: all rules pass")
+    elif force_reason:
+        blessed = forced = True
+        reasons.append(f"blessed by force despite failed rules {', '.join(failed)}: "
+                       f"{force_reason}")
+    else:
+        blessed = False
+        reasons.append(f"not blessed: failed rules {', '.join(failed)}")
+
+    return Decision(blessed=blessed, reasons=reasons, rules=rules,
+                    baseline_present=baseline is not None, forced=forced,
+                    force_reason=force_reason, thresholds=thresholds.to_dict() if thresholds else {})
+
+
+def _auc_log_loss_rules(candidate, baseline, thresholds: Thresholds, add, reasons) -> None:
+    """The built-in rules of a probabilistic classifier: AUC and log loss, absolute and
+    against the baseline, and the per-slice AUC guards."""
+    auc = _metric(candidate, "auc", "candidate")
+    log_loss = _metric(candidate, "log_loss", "candidate")
     add("min_auc", auc >= thresholds.min_auc - _EPS, auc, thresholds.min_auc,
         f"auc {auc:.4f} >= min_auc {thresholds.min_auc:.4f}")
     if thresholds.max_log_loss is not None:
@@ -184,25 +278,6 @@ def decide(
         if thresholds.max_slice_auc_drop is not None:
             _slice_rules(candidate.get("slices"), baseline.get("slices"), thresholds, add,
                          reasons)
-
-    failed = [r["name"] for r in rules if not r["passed"]]
-    forced = False
-    if not failed:
-        blessed = True
-        reasons.append(f"blessed: all {len(rules)} rules pass")
-        if force_reason:
-            reasons.append(f"force requested ({force_reason}) but not needed: all rules pass")
-    elif force_reason:
-        blessed = forced = True
-        reasons.append(f"blessed by force despite failed rules {', '.join(failed)}: "
-                       f"{force_reason}")
-    else:
-        blessed = False
-        reasons.append(f"not blessed: failed rules {', '.join(failed)}")
-
-    return Decision(blessed=blessed, reasons=reasons, rules=rules,
-                    baseline_present=baseline is not None, forced=forced,
-                    force_reason=force_reason, thresholds=thresholds.to_dict())
 
 
 def _slice_rules(candidate: Any, baseline: Any, thresholds: Thresholds, add,

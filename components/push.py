@@ -23,13 +23,15 @@ def publish_if_blessed(*, model_name: str, registry_root: str, run_dir: str, dag
                        run_id: str, span: str, span_dir: str, validation: dict,
                        preprocessed: dict, trained: dict, evaluation: dict,
                        shadow: bool = False,
-                       serving_check_module: str = "components.serving_check",
+                       serving_check_module: str,
+                       headline: tuple[str, ...] = ("auc", "log_loss"),
                        extra_metadata: dict | None = None) -> dict:
     """Returns the run summary; `summary["published"]` is None when nothing was published
     (rejected by the gate, or a shadow run, which never publishes).
 
     `serving_check_module`: the family's serving check step (same spec fields: model_dir,
-    eval_dir, out_dir); `extra_metadata`: more keys for the registry entry (for example
+    eval_dir, out_dir); `headline`: the family's headline metrics, copied into the summary
+    (and the model Asset's event); `extra_metadata`: more keys for the registry entry (for example
     the text family's label names)."""
     summary = {"dag_id": dag_id, "run_id": run_id, "span": span, "validation": validation,
                "preprocess": preprocessed, "train": trained, "evaluation": evaluation,
@@ -78,8 +80,8 @@ def publish_if_blessed(*, model_name: str, registry_root: str, run_dir: str, dag
     lineage.report_to_airflow(
         [a["uri"] for a in (trained.get("artifact"), evaluation.get("artifact")) if a],
         [str(registry.model_path(model_name, meta["version"]))])
+    metrics = {m: report["candidate"].get(m) for m in headline}
     summary["published"] = {"version": meta["version"], "stage": meta["stage"],
-                            "auc": report["candidate"]["auc"],
-                            "log_loss": report["candidate"]["log_loss"]}
+                            "metrics": metrics, **metrics}
     write_json(summary_path, summary)
     return summary

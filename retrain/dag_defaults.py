@@ -56,7 +56,7 @@ def publish_params() -> dict[str, Param]:
 
 
 def publish_or_skip(model_name: str, asset, ctx: dict, *, dag_run, outlet_events,
-                    evaluation: dict, **publish_kwargs) -> dict:
+                    evaluation: dict, headline: tuple[str, ...], **publish_kwargs) -> dict:
     """Body of every family's push task: publish a blessed candidate through the registry
     and attach the version to the model Asset's event; a shadow run or a rejected candidate
     is recorded and the task skipped: skipped, not failed (the run did its job), and a
@@ -69,7 +69,7 @@ def publish_or_skip(model_name: str, asset, ctx: dict, *, dag_run, outlet_events
         model_name=model_name, registry_root=f"{ctx['home']}/registry",
         run_dir=ctx["run_dir"], dag_id=dag_run.dag_id, run_id=ctx["run_id"],
         span=ctx["span"], span_dir=ctx["span_dir"], evaluation=evaluation,
-        shadow=ctx["shadow"], **publish_kwargs)
+        shadow=ctx["shadow"], headline=headline, **publish_kwargs)
     published = summary["published"]
     if ctx["shadow"]:
         raise AirflowSkipException("shadow run: evaluated, not published "
@@ -78,6 +78,6 @@ def publish_or_skip(model_name: str, asset, ctx: dict, *, dag_run, outlet_events
         raise AirflowSkipException("candidate not blessed: " + "; ".join(evaluation["reasons"]))
     outlet_events[asset].extra = {
         "model": model_name, "version": published["version"], "span": ctx["span"],
-        "auc": published["auc"], "log_loss": published["log_loss"],
+        **{m: published["metrics"].get(m) for m in headline},
         "run_id": ctx["run_id"], "code_version": summary["code_version"]}
     return {"published": published, "blessed": True}

@@ -76,13 +76,13 @@ def raw_span_refs(raw_root: str | os.PathLike, span: str, window_days: int) -> l
     return refs
 
 
-def config_refs(path: str | os.PathLike | None) -> list[dict]:
-    """The feature config file as an input (its content is part of the fingerprint, so a
+def config_refs(path: str | os.PathLike | None, kind: str = "feature_config") -> list[dict]:
+    """The family's config file as an input (its content is part of the fingerprint, so a
     changed config is never served a cached artifact); [] for the built-in default."""
     if not path:
         return []
     p = Path(path).resolve()
-    return [{"name": p.name, "type": "feature_config", "uri": f"file://{p}",
+    return [{"name": p.name, "type": kind, "uri": f"file://{p}",
              "fingerprint": hashlib.sha256(p.read_bytes()).hexdigest()[:16], "figures": {},
              "complete": True}]
 

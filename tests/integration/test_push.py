@@ -25,7 +25,8 @@ def _push(tmp_path, span_dir, preprocessed, model_dir, evaluation, run_id="run-1
         model_name="ctr", registry_root=str(tmp_path / "registry"), run_dir=str(tmp_path / "run"),
         dag_id="ctr_daily_retrain", run_id=run_id, span="2026-11-03", span_dir=str(span_dir),
         validation={"report": "validation.json"}, preprocessed=preprocessed,
-        trained={"model_dir": model_dir}, evaluation=evaluation)
+        trained={"model_dir": model_dir}, evaluation=evaluation,
+        serving_check_module="components.ctr.serving_check")
 
 
 def test_blessed_model_is_published_with_its_lineage(tmp_path, span_dir, preprocessed, trained):
@@ -70,6 +71,7 @@ def test_shadow_run_evaluates_but_never_publishes(tmp_path, span_dir, preprocess
         model_name="ctr", registry_root=str(tmp_path / "registry"), run_dir=str(tmp_path / "run"),
         dag_id="ctr_daily_retrain", run_id="backfill-1", span="2026-11-03",
         span_dir=str(span_dir), validation={}, preprocessed=preprocessed,
-        trained={"model_dir": trained["model_dir"]}, evaluation=evaluation, shadow=True)
+        trained={"model_dir": trained["model_dir"]}, evaluation=evaluation, shadow=True,
+        serving_check_module="components.ctr.serving_check")
     assert summary["published"] is None and summary["shadow"] is True
     assert not (tmp_path / "registry" / "ctr").exists()

@@ -130,3 +130,21 @@ def test_decision_to_dict_is_json_and_roundtrips():
     assert data["blessed"] is True and data["baseline_present"] is True
     assert data["forced"] is False and data["thresholds"]["min_auc"] == 0.6
     assert Decision.from_dict(data) == d
+
+
+def test_any_family_decides_on_its_headline_metrics_with_their_directions():
+    """A regression family's RMSE (lower is better) through the same gate, no AUC needed."""
+    from components.gate import MetricLimit, headline_rules
+
+    limits = [MetricLimit("rmse", "min", absolute=1.0, max_regression=0.05),
+              MetricLimit("r2", "max", absolute=0.5)]
+    cand, base = {"rmse": 0.80, "r2": 0.7}, {"rmse": 0.70, "r2": 0.8}
+    d = decide(cand, base, None, extra_rules=headline_rules(cand, base, limits))
+    assert not d.blessed and d.failed_rules == ["max_rmse_regression"]   # 0.80 > 0.70 + 0.05
+    first = decide(cand, None, None, extra_rules=headline_rules(cand, None, limits))
+    assert first.blessed and [r["name"] for r in first.rules] == ["max_rmse", "min_r2"]
+    assert NO_BASELINE_REASON in first.reasons
+    with pytest.raises(ValueError, match="direction"):
+        MetricLimit("rmse", "lower")
+    with pytest.raises(ValueError, match="missing required key 'rmse'"):
+        headline_rules({"mae": 1.0}, None, limits)

@@ -1,0 +1,39 @@
+"""The CTR family's spec builders: DAG params + run context -> each step's spec.
+
+Called by the DAG factory inside the task (stdlib only, no step imports), so the factory
+never knows a CTR knob. `upstream` holds the earlier stages' results ("validate",
+"preprocess", "train") and "published", the serving model's folder or None.
+"""
+from __future__ import annotations
+
+
+def validate(ctx: dict, params: dict, upstream: dict) -> dict:
+    return {"span_dir": ctx["span_dir"], "out_dir": f"{ctx['run_dir']}/validation",
+            "history_root": f"{ctx['home']}/runs/{ctx['family']}",
+            "quarantine_dir": ctx["quarantine_dir"], "run_id": ctx["run_id"],
+            "feature_config": ctx["config"],
+            "override_reason": params.get("override_validation_reason")}
+
+
+def preprocess(ctx: dict, params: dict, upstream: dict) -> dict:
+    return {"raw_root": ctx["raw_root"], "span": ctx["span"],
+            "output_dir": f"{ctx['run_dir']}/preprocess",
+            "window_days": params["window_days"], "eval_percent": params["eval_percent"],
+            "analysis_cache_dir": f"{ctx['home']}/cache/{ctx['family']}/tft_analysis",
+            "feature_config": ctx["config"]}
+
+
+def train(ctx: dict, params: dict, upstream: dict) -> dict:
+    return {"preprocess_dir": upstream["preprocess"]["output_dir"],
+            "out_dir": f"{ctx['run_dir']}/model",
+            "train": {"epochs": params["epochs"]} if params.get("epochs") else {},
+            "num_ps": params["ps_count"], "num_workers": params["worker_count"]}
+
+
+def evaluate(ctx: dict, params: dict, upstream: dict) -> dict:
+    return {"span_dir": ctx["span_dir"], "candidate_model_dir": upstream["train"]["model_dir"],
+            "baseline_model_dir": upstream["published"],
+            "out_dir": f"{ctx['run_dir']}/evaluation",
+            "eval_percent": params["eval_percent"], "min_auc": params["min_auc"],
+            "force_reason": params.get("force_bless_reason"),
+            "registry_root": f"{ctx['home']}/registry", "model_name": ctx["family"]}

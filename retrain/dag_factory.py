@@ -1,0 +1,225 @@
+"""One DAG factory for every model family: resolve the span -> wait for its `_SUCCESS`
+marker -> validate -> preprocess -> train -> evaluate -> push.
+
+Every stage runs through the same tracked launcher (`components.common.lineage.run_tracked`:
+a child process, a lineage record, reuse of a finished artifact with the same
+fingerprint), so every family gets the same sensor, pools, quarantine and override, typed
+bad-data failures (not retried), shadow backfills and publishing. What differs between
+families is in their descriptor (`components.families`): the step modules, the spec
+builders, the extra params, the pools and the headline metrics.
+
+Thin on purpose: airflow.sdk + stdlib + the descriptor at import; a family's steps and
+builders are imported inside the tasks, so DAG parsing stays cheap.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+from airflow.sdk import Asset, Param, dag, task
+
+from components.families import Family, resolve
+from retrain.dag_defaults import DAILY, home as _home, publish_or_skip, publish_params, span_params
+
+# Seconds between two looks for the span's _SUCCESS marker (reschedule mode: no worker
+# slot is held in between). An environment setting so tests can poke every second.
+SPAN_POKE_SECONDS = float(os.environ.get("RETRAIN_SPAN_POKE_SECONDS", "300"))
+
+
+def family_params(family: Family) -> dict[str, Param]:
+    """The params every family has, then the family's own (from its descriptor)."""
+    params = {
+        **span_params(family.name, "Days of data read, ending at the span.",
+                      "Share of the data held out for evaluation (stable hash)."),
+        **publish_params(),
+        "override_validation_reason": Param(
+            None, type=["null", "string"], minLength=1,
+            description="Let a span that fails data validation through anyway; the reason "
+                        "and the failed rules are recorded in the run's validation.json "
+                        "and run_summary.json. Empty: failed validation stops the run."),
+        "span_timeout_minutes": Param(
+            720, type="number", minimum=0,
+            description="How long to wait for the span's _SUCCESS marker before failing."),
+        # The user's data: where it is and what it holds. Deployment defaults come from the
+        # environment; a run may override.
+        "raw_root": Param(os.environ.get(family.raw_root_env) or None,
+                          type=["null", "string"],
+                          description="Folder holding the dt=YYYY-MM-DD partitions. "
+                                      f"Empty: <RETRAIN_HOME>/raw/{family.name}."),
+        family.config_param: Param(os.environ.get(family.config_env) or None,
+                                   type=["null", "string"], description=family.config_help),
+    }
+    for name, schema in family.params.items():
+        schema = dict(schema)
+        params[name] = Param(schema.pop("default"), **schema)
+    return params
+
+
+def make_dag(family: Family):
+    """The family's `@dag` function; calling it builds the DAG (as the DAG file does)."""
+    model_asset = Asset(name=family.model_asset, uri=f"file:///retrain/registry/{family.name}")
+    stages = family.stages
+
+    @dag(dag_id=family.dag_id, **DAILY, tags=list(family.tags), doc_md=family.doc,
+         params=family_params(family))
+    def daily():
+        @task
+        def resolve_span(params=None, logical_date=None, dag_run=None, run_id=None) -> dict:
+            """Pin the span and the run's artifact folder once; every later task reads them."""
+            from components.common import paths
+            from components.common.spans import derive_span, is_shadow
+
+            span = derive_span(params.get("span"), logical_date,
+                               getattr(dag_run, "run_after", None))
+            home = _home()
+            raw_root = params.get("raw_root") or str(home / "raw" / family.name)
+            config = params.get(family.config_param) or ""
+            if config and not Path(config).is_file():
+                from airflow.sdk.exceptions import AirflowFailException
+                raise AirflowFailException(f"{family.config_param} {config!r} does not exist")
+            return {"family": family.name, "span": span.isoformat(), "home": str(home),
+                    "run_id": run_id, "raw_root": raw_root,
+                    "span_dir": f"{raw_root}/dt={span.isoformat()}",
+                    "config": config and str(Path(config).resolve()),
+                    "quarantine_dir": f"{home}/quarantine/{family.name}",
+                    "run_dir": str(paths.run_dir(home, family.name, span, run_id)),
+                    "shadow": is_shadow(params.get("shadow"),
+                                        getattr(dag_run, "run_type", None))}
+
+        @task.sensor(mode="reschedule", poke_interval=SPAN_POKE_SECONDS,
+                     timeout=dt.timedelta(days=7))
+        def wait_for_span(ctx: dict, params=None, ti=None, **context) -> bool:
+            """Wait (holding no worker slot) for the producer's _SUCCESS marker of the span.
+            The timeout is the `span_timeout_minutes` param (AirflowSensorTimeout: no retry)."""
+            import logging
+
+            from airflow.sdk import timezone
+            from airflow.sdk.exceptions import AirflowSensorTimeout
+
+            marker = Path(ctx["span_dir"]) / "_SUCCESS"
+            if marker.exists():
+                return True
+            first = ti.get_first_reschedule_date(context) or timezone.utcnow()
+            waited = (timezone.utcnow() - first).total_seconds()
+            limit = float(params["span_timeout_minutes"]) * 60
+            if waited >= limit:
+                raise AirflowSensorTimeout(
+                    f"span {ctx['span']} not delivered: no {marker} after waiting "
+                    f"{waited / 60:.1f} min (span_timeout_minutes="
+                    f"{params['span_timeout_minutes']}). Check the upstream export of that "
+                    "day, then clear this task to wait again.")
+            logging.getLogger("retrain.dag").info(
+                "waiting for %s (%.1f of %s min waited)", marker, waited / 60,
+                params["span_timeout_minutes"])
+            return False
+
+        def run_stage(name: str, ctx: dict, params: dict, upstream: dict,
+                      inputs: list[dict], spec: dict | None = None) -> dict:
+            from airflow.sdk.exceptions import AirflowFailException
+
+            from components.common.launch import BadDataFailed
+            from components.common.lineage import run_tracked
+
+            stage = stages[name]
+            if spec is None:
+                spec = resolve(stage.build)(ctx, params, upstream)
+            try:
+                return run_tracked(name, stage.module, spec, home=ctx["home"],
+                                   family=family.name, run_dir=ctx["run_dir"], inputs=inputs,
+                                   uri_key=stage.uri_key, artifact_type=stage.artifact_type,
+                                   figures=stage.figures, reuse=stage.reuse)
+            except BadDataFailed as e:   # typed by the step: a retry cannot help
+                raise AirflowFailException(str(e)) from None
+
+        def published(ctx: dict) -> tuple[str | None, list[dict]]:
+            """The serving model's folder and its lineage reference (none yet: None, [])."""
+            from components.registry import Registry
+
+            registry = Registry(Path(ctx["home"]) / "registry")
+            current = registry.current(family.name)
+            if not current:
+                return None, []
+            path = str(registry.model_path(family.name, current["version"]))
+            return path, [{"name": f"{family.name}-v{current['version']}",
+                           "type": "published_model", "uri": path,
+                           "fingerprint": current.get("fingerprint") or path,
+                           "version": current["version"]}]
+
+        @task(task_id=family.task_id("validate"), pool=stages["validate"].pool)
+        def validate(ctx: dict, params=None) -> dict:
+            """The family's validation suite; a failed gate quarantines the span and fails
+            the task without retry (an override param lets it through, recorded)."""
+            import logging
+
+            from components.common.lineage import config_refs, raw_span_ref
+
+            # Never reused: the verdict also depends on the history of earlier spans.
+            config = config_refs(ctx["config"], family.config_param)
+            result = run_stage("validate", ctx, params, {},
+                               [raw_span_ref(ctx["span_dir"]), *config])
+            if result.get("gate") == "overridden":
+                logging.getLogger("retrain.dag").warning(
+                    "validation failed %s error rule(s) and was overridden: %s",
+                    result["n_failed"], result["override_reason"])
+            return result
+
+        @task(task_id=family.task_id("preprocess"), pool=stages["preprocess"].pool)
+        def preprocess(ctx: dict, validation: dict, params=None) -> dict:
+            """Beam over the window; reused when inputs, code and params match."""
+            from components.common.lineage import config_refs, raw_span_refs
+            return run_stage("preprocess", ctx, params, {"validate": validation},
+                             [*raw_span_refs(ctx["raw_root"], ctx["span"],
+                                             params["window_days"]),
+                              *config_refs(ctx["config"], family.config_param)])
+
+        @task(task_id=family.task_id("train"), pool=stages["train"].pool)
+        def train(ctx: dict, preprocessed: dict, params=None) -> dict:
+            """Train (or fine-tune) on the preprocessed window; a retry resumes from its
+            checkpoints where the trainer keeps them. Reused when inputs, code and params
+            match."""
+            path, refs = published(ctx) if family.warm_start else (None, [])
+            upstream = {"preprocess": preprocessed, "published": path}
+            spec = resolve(stages["train"].build)(ctx, params, upstream)
+            reads_published = path is not None and path in spec.values()
+            return run_stage("train", ctx, params, upstream,
+                             [preprocessed["artifact"], *(refs if reads_published else [])],
+                             spec=spec)
+
+        @task(task_id=family.task_id("evaluate"), pool=stages["evaluate"].pool)
+        def evaluate(ctx: dict, preprocessed: dict, trained: dict, params=None) -> dict:
+            """Candidate against the published model on the same held-out rows; the gate's
+            verdict is always recomputed (it depends on what is published now)."""
+            from components.common.lineage import raw_span_ref
+
+            path, refs = published(ctx)
+            data = (raw_span_ref(ctx["span_dir"]) if family.evaluate_reads == "raw_span"
+                    else preprocessed["artifact"])
+            inputs = [data, *([trained["artifact"]] if trained.get("artifact") else []), *refs]
+            result = run_stage("evaluate", ctx, params,
+                               {"preprocess": preprocessed, "train": trained,
+                                "published": path}, inputs)
+            result["baseline_version"] = refs[0]["version"] if refs else None
+            return result
+
+        @task(outlets=[model_asset])
+        def push(ctx: dict, validation: dict, preprocessed: dict, trained: dict,
+                 evaluation: dict, outlet_events=None, dag_run=None) -> dict:
+            """Publish a blessed candidate; a rejected one is recorded and left unpublished."""
+            return publish_or_skip(
+                family.name, model_asset, ctx, dag_run=dag_run, outlet_events=outlet_events,
+                evaluation=evaluation, validation=validation, preprocessed=preprocessed,
+                trained=trained, serving_check_module=family.serving_check,
+                headline=tuple(m.name for m in family.headline),
+                extra_metadata={k: trained.get(v) for k, v in family.registry_extra.items()})
+
+        ctx = resolve_span()
+        checked = validate(ctx)
+        wait_for_span(ctx) >> checked
+        pre = preprocess(ctx, checked)
+        model = train(ctx, pre)
+        evaluation = evaluate(ctx, pre, model)
+        push(ctx, checked, pre, model, evaluation)
+
+    daily.__name__ = family.dag_id
+    return daily
