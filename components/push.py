@@ -66,6 +66,7 @@ def publish_if_blessed(*, model_name: str, registry_root: str, run_dir: str, dag
         "validation_gate": {"outcome": validation.get("gate"),
                             "override_reason": validation.get("override_reason")},
         "run_dir": run_dir, "fingerprint": (trained.get("artifact") or {}).get("fingerprint"),
+        "headline": list(headline),
         # A copy of the run's lineage, so the chain survives clean-up of old run folders.
         "lineage": lineage.read_records(run_dir), **(extra_metadata or {})})
     lineage.record(run_dir, {

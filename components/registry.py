@@ -580,14 +580,19 @@ def _cmd_list(args) -> int:
             print()
         print(f"model {name}  (current: {current if current is not None else 'none'}, "
               f"{len(versions)} version(s), {reg.root / name})")
-        rows = [["VERSION", "STAGE", "CREATED", "SPAN", "RUN_ID", "AUC", "LOG_LOSS", "GATE"]]
+        # The family's headline metrics, as its push recorded them (older entries: AUC and
+        # log loss, what every family published then).
+        headline = next((m["headline"] for m in reversed(versions)
+                         if isinstance(m.get("headline"), list)), ["auc", "log_loss"])
+        rows = [["VERSION", "STAGE", "CREATED", "SPAN", "RUN_ID",
+                 *(str(h).upper() for h in headline), "GATE"]]
         for m in versions:
             marker = "*" if m.get("version") == current else ""
             rows.append([f"{m.get('version')}{marker}", str(m.get("stage")),
                          _fmt_created(m.get("created_at")), _fmt_span(m.get("data_span")),
                          str(m.get("run_id") or "-"),
-                         _fmt_metric(m.get("metrics"), "auc"),
-                         _fmt_metric(m.get("metrics"), "log_loss"), _fmt_gate(m.get("gate"))])
+                         *(_fmt_metric(m.get("metrics"), h) for h in headline),
+                         _fmt_gate(m.get("gate"))])
         print(_table(rows))
     return 0
 

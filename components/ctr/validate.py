@@ -35,6 +35,7 @@ from pathlib import Path
 from components.common import quarantine
 from components.common.atomic import atomic_dir, read_json, write_json
 from components.common.errors import ValidationFailed  # noqa: F401  (raised here)
+from components.common.jsonable import jsonable as _jsonable
 from components.common.step import main
 from components.ctr.validation_rules import (DOMAINS_SUITE, ERROR, SAMPLE_SUITE,  # noqa: F401
                                          STATS_SUITE, SUITE_VERSION, WARNING, build_suites)
@@ -494,27 +495,6 @@ def _fmt(v) -> str:
     if isinstance(v, str):
         return repr(v)
     return str(v)
-
-
-def _jsonable(obj):
-    """Plain JSON values: numpy scalars to Python, NaN/inf to None, tuples to lists."""
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
-        return obj
-    if isinstance(obj, int):
-        return int(obj)
-    if isinstance(obj, float):
-        return float(obj) if math.isfinite(obj) else None
-    item = getattr(obj, "item", None)  # numpy scalar
-    if callable(item):
-        try:
-            return _jsonable(item())
-        except (TypeError, ValueError):
-            pass
-    return str(obj)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ from pathlib import Path
 from components.common import quarantine
 from components.common.atomic import atomic_dir, write_json
 from components.common.errors import ValidationFailed  # one gate exception for every family
+from components.common.jsonable import jsonable as _jsonable
 from components.common.step import main
 from components.text import rawdata
 from components.text import task_config as T
@@ -169,25 +170,6 @@ def _compact(r) -> dict:
             "details": {"expected": kwargs, **{k: res[k] for k in (
                 "observed_value", "unexpected_count", "unexpected_percent", "element_count")
                 if k in res}}}
-
-
-def _jsonable(obj):
-    import math
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set)):
-        return [_jsonable(v) for v in obj]
-    if obj is None or isinstance(obj, (bool, str, int)):
-        return obj
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    item = getattr(obj, "item", None)
-    if callable(item):
-        try:
-            return _jsonable(item())
-        except (TypeError, ValueError):
-            pass
-    return str(obj)
 
 
 def build_suite(cfg: T.TextConfig):

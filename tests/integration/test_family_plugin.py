@@ -10,6 +10,8 @@ import datetime as dt
 import json
 import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -103,6 +105,11 @@ def test_a_third_family_runs_through_the_factory(airflow_home, tmp_path):
         current = registry.current("linreg")
         assert current["version"] == 1 and current["metrics"]["rmse"] < 0.2
         assert [r["name"] for r in current["gate"]["rules"]] == ["max_rmse"]
+        listing = subprocess.run([sys.executable, "-m", "retrain.cli", "registry", "list",
+                                  "linreg", "--root", str(registry.root)],
+                                 capture_output=True, text=True)
+        assert listing.returncode == 0, listing.stderr[-2000:]
+        assert "RMSE" in listing.stdout and "AUC" not in listing.stdout
         nodes = list(walk(chain(registry, "linreg")))
         assert {n["name"] for n in nodes if n.get("type") == "raw_span"} == {
             "dt=2026-11-01", "dt=2026-11-02"}
