@@ -6,7 +6,8 @@ family the same shape and the same guarantees (span sensor, typed bad-data failu
 quarantine and override, lineage, fingerprint reuse, pools, shadow backfills, the gate and
 the registry); nothing in the shared layer names a family, a column or a label.
 
-Each stage names the step's `python -m` module and its spec dataclass, and a *spec
+Each stage names the step's `python -m` module and its spec dataclass (what goes in; what
+comes out is the stage's result class in `components.common.results`), and a *spec
 builder*: a stdlib-only function `build(ctx, params, upstream) -> dict` that turns the run
 context (span, folders, the config path), the DAG params and the upstream stages' results
 into the step's spec. Builders live in `components/<family>/stages.py`; the factory calls
@@ -29,7 +30,6 @@ class Stage:
     spec_class: str               # "<module>:<Dataclass>" the spec must fit (tested)
     build: str                    # "<module>:<function>" (ctx, params, upstream) -> spec dict
     artifact_type: str
-    uri_key: str                  # the result key holding the artifact's location
     figures: tuple[str, ...] = ()
     reuse: bool = True            # reuse a finished artifact with the same fingerprint
     pool: str | None = None
@@ -87,10 +87,9 @@ def resolve(ref: str) -> Callable | type:
     return getattr(importlib.import_module(module), attr)
 
 
-def _stage(module: str, spec_class: str, build: str, artifact_type: str, uri_key: str,
-           **kw) -> Stage:
+def _stage(module: str, spec_class: str, build: str, artifact_type: str, **kw) -> Stage:
     return Stage(module=module, spec_class=f"{module}:{spec_class}", build=build,
-                 artifact_type=artifact_type, uri_key=uri_key, **kw)
+                 artifact_type=artifact_type, **kw)
 
 
 HEAVY_POOL = "retrain_heavy"        # scripts/pools.json; backfills move to their own pool
@@ -106,19 +105,19 @@ CTR = Family(
                 "validation rules). Empty: the generated demo logs' config.",
     stages={
         "validate": _stage("components.ctr.validate", "ValidateSpec",
-                           "components.ctr.stages:validate", "validation_report", "uri",
+                           "components.ctr.stages:validate", "validation_report",
                            figures=("rows", "n_failed", "gate", "data_docs"), reuse=False),
         "preprocess": _stage("components.ctr.preprocess", "PreprocessSpec",
                              "components.ctr.stages:preprocess", "transformed_examples",
-                             "output_dir", pool=HEAVY_POOL,
+                             pool=HEAVY_POOL,
                              figures=("rows_in", "rows_train", "rows_eval", "window",
                                       "seconds")),
         "train": _stage("components.ctr.cluster", "ClusterSpec",
-                        "components.ctr.stages:train", "model", "model_dir",
+                        "components.ctr.stages:train", "model",
                         pool=TRAINING_POOL,
                         figures=("val_auc", "val_log_loss", "train_seconds")),
         "evaluate": _stage("components.ctr.evaluate", "EvaluateSpec",
-                           "components.ctr.stages:evaluate", "evaluation", "eval_uri",
+                           "components.ctr.stages:evaluate", "evaluation",
                            pool=HEAVY_POOL, reuse=False,
                            figures=("blessed", "candidate", "baseline", "bayes_optimal",
                                     "rows", "report_uri")),
@@ -151,20 +150,20 @@ TEXT = Family(
                 "bundled reviews' config (components/text/configs/reviews.yaml).",
     stages={
         "validate": _stage("components.text.validate", "TextValidateSpec",
-                           "components.text.stages:validate", "validation_report", "uri",
+                           "components.text.stages:validate", "validation_report",
                            figures=("rows", "n_failed", "gate", "unknown_token_rate"),
                            reuse=False),
         "preprocess": _stage("components.text.preprocess", "TextPreprocessSpec",
                              "components.text.stages:preprocess", "text_examples",
-                             "output_dir", pool=HEAVY_POOL,
+                             pool=HEAVY_POOL,
                              figures=("rows_in", "rows_train", "rows_eval", "window",
                                       "seconds")),
         "train": _stage("components.text.train", "FinetuneSpec",
-                        "components.text.stages:train", "model", "model_dir",
+                        "components.text.stages:train", "model",
                         pool=TRAINING_POOL, task_id="finetune",
                         figures=("eval_loss_before", "eval_loss_after", "epochs_run")),
         "evaluate": _stage("components.text.evaluate", "TextEvaluateSpec",
-                           "components.text.stages:evaluate", "evaluation", "eval_uri",
+                           "components.text.stages:evaluate", "evaluation",
                            pool=HEAVY_POOL, reuse=False,
                            figures=("blessed", "candidate", "baseline",
                                     "classical_baseline", "rows")),

@@ -118,6 +118,7 @@ def make_dag(family: Family):
                       inputs: list[dict], spec: dict | None = None) -> dict:
             from airflow.sdk.exceptions import AirflowFailException
 
+            from components.common import results
             from components.common.launch import BadDataFailed
             from components.common.lineage import run_tracked
 
@@ -125,12 +126,15 @@ def make_dag(family: Family):
             if spec is None:
                 spec = resolve(stage.build)(ctx, params, upstream)
             try:
-                return run_tracked(name, stage.module, spec, home=ctx["home"],
-                                   family=family.name, run_dir=ctx["run_dir"], inputs=inputs,
-                                   uri_key=stage.uri_key, artifact_type=stage.artifact_type,
-                                   figures=stage.figures, reuse=stage.reuse)
-            except BadDataFailed as e:   # typed by the step: a retry cannot help
+                result = run_tracked(name, stage.module, spec, home=ctx["home"],
+                                     family=family.name, run_dir=ctx["run_dir"],
+                                     inputs=inputs, uri_key=results.URI_FIELD[name],
+                                     artifact_type=stage.artifact_type,
+                                     figures=stage.figures, reuse=stage.reuse,
+                                     check=lambda r: results.read(name, r, stage.module))
+            except (BadDataFailed, results.ContractError) as e:   # a retry cannot help
                 raise AirflowFailException(str(e)) from None
+            return result
 
         def published(ctx: dict) -> tuple[str | None, list[dict]]:
             """The serving model's folder and its lineage reference (none yet: None, [])."""

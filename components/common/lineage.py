@@ -165,9 +165,12 @@ def _reusable(entry: Path) -> dict | None:
 def run_tracked(name: str, module: str, spec: dict, *, home: str, family: str, run_dir: str,
                 inputs: list[dict], uri_key: str, artifact_type: str,
                 figures: Iterable[str] = (), reuse: bool = True,
-                runner: Callable[[str, dict], dict] | None = None) -> dict:
+                runner: Callable[[str, dict], dict] | None = None,
+                check: Callable[[dict], Any] | None = None) -> dict:
     """Run (or reuse) a step and record the artifact it produced.
 
+    `check(result)` (the stage's typed contract) runs on a fresh result before anything is
+    recorded or cached, so a result that breaks it leaves no lineage and no cache entry.
     Returns the step's result plus `artifact` (a reference for downstream inputs) and
     `reused_from` (the producer of the reused artifact, or None).
     """
@@ -188,6 +191,8 @@ def run_tracked(name: str, module: str, spec: dict, *, home: str, family: str, r
         if reuse:
             log.info("%s: fingerprint %s has no finished artifact; running %s", name, fp, module)
         result, made_by = runner(module, spec), producer()
+        if check is not None:
+            check(result)
     uri = result[uri_key]
     rec = {"name": name, "type": artifact_type, "uri": uri, "fingerprint": fp,
            "producer": made_by, "recorded_by": producer(), "reused": bool(hit),

@@ -12,22 +12,21 @@ from components.families import Family, Metric, Stage
 PKG = "minifamily"
 
 
-def _stage(step: str, spec_class: str, artifact_type: str, uri_key: str, **kw) -> Stage:
+def _stage(step: str, spec_class: str, artifact_type: str, **kw) -> Stage:
     return Stage(module=f"{PKG}.{step}", spec_class=f"{PKG}.{step}:{spec_class}",
-                 build=f"{PKG}.stages:{step}", artifact_type=artifact_type, uri_key=uri_key,
-                 **kw)
+                 build=f"{PKG}.stages:{step}", artifact_type=artifact_type, **kw)
 
 
 LINREG = Family(
     name="linreg", dag_id="linreg_daily", doc="Daily linear regression (test family).",
     config_param="linreg_config", config_env="RETRAIN_LINREG_CONFIG",
     config_help="Unused by this family.", raw_root_env="RETRAIN_LINREG_RAW_ROOT",
-    stages={"validate": _stage("validate", "Spec", "validation_report", "uri", reuse=False,
+    stages={"validate": _stage("validate", "Spec", "validation_report", reuse=False,
                                figures=("rows",)),
-            "preprocess": _stage("preprocess", "Spec", "examples", "output_dir",
+            "preprocess": _stage("preprocess", "Spec", "examples",
                                  figures=("rows_train", "rows_eval")),
-            "train": _stage("train", "Spec", "model", "model_dir"),
-            "evaluate": _stage("evaluate", "Spec", "evaluation", "eval_uri", reuse=False,
+            "train": _stage("train", "Spec", "model"),
+            "evaluate": _stage("evaluate", "Spec", "evaluation", reuse=False,
                                figures=("blessed", "candidate"))},
     serving_check=f"{PKG}.serving_check", headline=(Metric("rmse", "min"),),
     params={"max_rmse": {"default": 1.0, "type": "number", "minimum": 0,
