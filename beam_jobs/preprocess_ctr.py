@@ -50,7 +50,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from beam_jobs.metrics import counters as beam_counters
-from components.common.spans import window
+from components.common.spans import span_list, window
 from components.ctr import features as F
 from components.ctr.preprocess import (EVAL_DIR, REJECTED_DIR, SUMMARY_FILE, TRAIN_DIR,
                                       TRANSFORM_DIR)
@@ -67,6 +67,9 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--span", required=True, type=dt.date.fromisoformat,
                    help="newest day of the window (YYYY-MM-DD); its eval rows form the eval split")
     p.add_argument("--window-days", type=int, default=3, help="days analysed and trained on")
+    p.add_argument("--exclude-spans", type=span_list, default=[],
+                   help="days of the window to leave out, comma-separated (the DAG passes the "
+                        "days whose validation did not let them through)")
     p.add_argument("--eval-percent", type=int, default=20,
                    help="share of the newest span held out for evaluation (stable hash of example_id)")
     p.add_argument("--output-dir", required=True, help="where shards, transform graph and summary go")
@@ -118,12 +121,13 @@ DEFAULT_MAX_LINE_BYTES = 1 << 20
 _SAMPLE_CHARS = 2048   # a rejected record's text is kept up to this length
 
 
-def window_files(raw_root: str | Path, span: dt.date, days: int) -> dict[dt.date, list[str]]:
+def window_files(raw_root: str | Path, span: dt.date, days: int,
+                 exclude=()) -> dict[dt.date, list[str]]:
     """Input parts (Parquet or JSONL, by extension) per day of the window; a missing or
     unfinished day is an error. Goes through Beam's FileSystems, so gs://, s3://, hdfs://
     roots work the same as local folders."""
     files: dict[dt.date, list[str]] = {}
-    for day in window(span, days):
+    for day in window(span, days, exclude):
         day_dir = f"{str(raw_root).rstrip('/')}/dt={day.isoformat()}"
         if not FileSystems.exists(f"{day_dir}/_SUCCESS"):
             raise FileNotFoundError(f"span {day} is not complete: no {day_dir}/_SUCCESS")
@@ -698,7 +702,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     cfg = feature_config.load_for(args.feature_config)
     layout = RawLayout.of(cfg)
     preprocessing_fn = make_preprocessing_fn(cfg)
-    files = window_files(args.raw_root, args.span, args.window_days)
+    files = window_files(args.raw_root, args.span, args.window_days, args.exclude_spans)
     options = PipelineOptions(beam_args)
     options.view_as(SetupOptions).save_main_session = save_main_session
     started = time.time()
@@ -750,6 +754,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
         summary = {
             "span": args.span.isoformat(),
             "window": [d.isoformat() for d in files],
+            "excluded_spans": [d.isoformat() for d in args.exclude_spans],
             "input_files": sum(len(v) for v in files.values()),
             "rows_in": counters.get("rows_in", 0),
             "rows_train": counters.get(f"rows_{TRAIN_DIR}", 0),

@@ -36,7 +36,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from beam_jobs.metrics import counters as beam_counters
-from components.common.spans import window
+from components.common.spans import span_list, window
 from components.text import rawdata
 from components.text import task_config as T
 from components.text.preprocess import EVAL_DIR, SUMMARY_FILE, TRAIN_DIR
@@ -56,6 +56,9 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--span", required=True, type=dt.date.fromisoformat,
                    help="newest day of the window (YYYY-MM-DD)")
     p.add_argument("--window-days", type=int, default=3, help="days read, ending at --span")
+    p.add_argument("--exclude-spans", type=span_list, default=[],
+                   help="days of the window to leave out, comma-separated (the DAG passes the "
+                        "days whose validation did not let them through)")
     p.add_argument("--eval-percent", type=int, default=20,
                    help="share of distinct texts held out for evaluation (stable text hash)")
     p.add_argument("--output-dir", required=True, help="where shards and summary go")
@@ -85,10 +88,10 @@ def split_of(key: str, eval_percent: int) -> str:
     return EVAL_DIR if text_hash_percent(key) < eval_percent else TRAIN_DIR
 
 
-def window_files(raw_root: Path, span: dt.date, days: int) -> list[tuple[str, str]]:
+def window_files(raw_root: Path, span: dt.date, days: int, exclude=()) -> list[tuple[str, str]]:
     """(span, part file) for every day of the window; a missing or unfinished day fails."""
     files = []
-    for day in window(span, days):
+    for day in window(span, days, exclude):
         day_dir = Path(raw_root) / f"dt={day.isoformat()}"
         try:
             parts = rawdata.span_parts(day_dir)
@@ -211,7 +214,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
         raise ValueError(f"--eval-percent must be in 1..99, got {args.eval_percent}")
     cfg = T.load_for(args.text_config)
     labels = cfg.task_labels
-    files = window_files(Path(args.raw_root), args.span, args.window_days)
+    files = window_files(Path(args.raw_root), args.span, args.window_days, args.exclude_spans)
     options = PipelineOptions(beam_args)
     options.view_as(SetupOptions).save_main_session = save_main_session
     started = time.time()
@@ -247,6 +250,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
         summary = {
             "span": args.span.isoformat(),
             "window": sorted({s for s, _ in files}),
+            "excluded_spans": [d.isoformat() for d in args.exclude_spans],
             "input_files": len(files),
             "rows_in": counters.get("rows_in", 0),
             "rows_empty_text": counters.get("rows_empty_text", 0),

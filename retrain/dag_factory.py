@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from airflow.sdk import Asset, Param, dag, task
+from airflow.sdk.exceptions import AirflowFailException
 
 from components.families import Family, resolve
 from retrain.dag_defaults import DAILY, home as _home, publish_or_skip, publish_params, span_params
@@ -38,6 +39,12 @@ def family_params(family: Family) -> dict[str, Param]:
             description="Let a span that fails data validation through anyway; the reason "
                         "and the failed rules are recorded in the run's validation.json "
                         "and run_summary.json. Empty: failed validation stops the run."),
+        "include_spans": Param(
+            None, type=["null", "array"], items={"type": "string", "format": "date"},
+            description="Older days of the window to train on although their validation "
+                        "failed, was overridden for another run only, or is quarantined "
+                        "(recorded with override_validation_reason). Empty: such days are "
+                        "left out of the window, and the run's summary says why."),
         "span_timeout_minutes": Param(
             720, type="number", minimum=0,
             description="How long to wait for the span's _SUCCESS marker before failing."),
@@ -76,7 +83,6 @@ def make_dag(family: Family):
             raw_root = params.get("raw_root") or str(home / "raw" / family.name)
             config = params.get(family.config_param) or ""
             if config and not Path(config).is_file():
-                from airflow.sdk.exceptions import AirflowFailException
                 raise AirflowFailException(f"{family.config_param} {config!r} does not exist")
             return {"family": family.name, "span": span.isoformat(), "home": str(home),
                     "run_id": run_id, "raw_root": raw_root,
@@ -115,9 +121,8 @@ def make_dag(family: Family):
             return False
 
         def run_stage(name: str, ctx: dict, params: dict, upstream: dict,
-                      inputs: list[dict], spec: dict | None = None) -> dict:
-            from airflow.sdk.exceptions import AirflowFailException
-
+                      inputs: list[dict], spec: dict | None = None,
+                      extra_figures: dict | None = None) -> dict:
             from components.common import results
             from components.common.launch import BadDataFailed
             from components.common.lineage import run_tracked
@@ -131,7 +136,8 @@ def make_dag(family: Family):
                                      inputs=inputs, uri_key=results.URI_FIELD[name],
                                      artifact_type=stage.artifact_type,
                                      figures=stage.figures, reuse=stage.reuse,
-                                     check=lambda r: results.read(name, r, stage.module))
+                                     check=lambda r: results.read(name, r, stage.module),
+                                     extra_figures=extra_figures)
             except (BadDataFailed, results.ContractError) as e:   # a retry cannot help
                 raise AirflowFailException(str(e)) from None
             return result
@@ -168,14 +174,66 @@ def make_dag(family: Family):
                     result["n_failed"], result["override_reason"])
             return result
 
+        def validate_day(ctx: dict, params: dict, day: str) -> bool:
+            """Validate an older day of the window that no run has validated yet (its report
+            and lineage go to that day's folder under this run's id); False: bad data."""
+            from components.common import paths
+            from components.common.lineage import config_refs, raw_span_ref
+
+            day_ctx = {**ctx, "span": day, "span_dir": f"{ctx['raw_root']}/dt={day}",
+                       "run_dir": str(paths.run_dir(ctx["home"], family.name,
+                                                    dt.date.fromisoformat(day),
+                                                    ctx["run_id"]))}
+            try:
+                run_stage("validate", day_ctx, {**params, "override_validation_reason": None},
+                          {}, [raw_span_ref(day_ctx["span_dir"]),
+                               *config_refs(ctx["config"], family.config_param)])
+            except AirflowFailException:
+                return False
+            return True
+
         @task(task_id=family.task_id("preprocess"), pool=stages["preprocess"].pool)
         def preprocess(ctx: dict, validation: dict, params=None) -> dict:
-            """Beam over the window; reused when inputs, code and params match."""
-            from components.common.lineage import config_refs, raw_span_refs
-            return run_stage("preprocess", ctx, params, {"validate": validation},
-                             [*raw_span_refs(ctx["raw_root"], ctx["span"],
-                                             params["window_days"]),
-                              *config_refs(ctx["config"], family.config_param)])
+            """Beam over the window's days that passed validation (bad data never trains a
+            model); reused when inputs, code and params match."""
+            import logging
+
+            from components.common import window
+            from components.common.lineage import config_refs, raw_span_ref
+            from components.common.spans import window as days_of
+
+            days = [d.isoformat() for d in days_of(dt.date.fromisoformat(ctx["span"]),
+                                                   params["window_days"])]
+            screened = window.screen(
+                days, ctx["span"], history_root=f"{ctx['home']}/runs/{family.name}",
+                quarantine_dir=ctx["quarantine_dir"], include=params.get("include_spans"),
+                validate_day=lambda day: validate_day(ctx, params, day))
+            log = logging.getLogger("retrain.dag")
+            if screened["included_by_override"] and not params.get("override_validation_reason"):
+                raise AirflowFailException(
+                    "include_spans names days that did not pass validation "
+                    f"({[i['span'] for i in screened['included_by_override']]}): say why in "
+                    "override_validation_reason")
+            for item in screened["left_out"]:
+                log.warning("left out of the window: %s (%s)", item["span"], item["reason"])
+            for item in screened["included_by_override"]:
+                log.warning("in the window by override: %s although %s (%s)", item["span"],
+                            item["reason"], params.get("override_validation_reason"))
+            spec = resolve(stages["preprocess"].build)(
+                ctx, params, {"validate": validation, "window": screened})
+            if screened["left_out"] and "exclude_spans" not in spec:
+                raise AirflowFailException(
+                    f"family {family.name}: its preprocess spec has no exclude_spans, so it "
+                    f"cannot leave out {[i['span'] for i in screened['left_out']]}")
+            inputs = [raw_span_ref(f"{ctx['raw_root']}/dt={d}") for d in screened["used"]
+                      if Path(ctx["raw_root"], f"dt={d}").is_dir()]
+            result = run_stage("preprocess", ctx, params, {}, [
+                *inputs, *config_refs(ctx["config"], family.config_param)], spec=spec,
+                extra_figures={"window_used": screened["used"],
+                               "window_left_out": screened["left_out"],
+                               "window_included_by_override":
+                                   screened["included_by_override"]})
+            return {**result, "window_screen": screened}
 
         @task(task_id=family.task_id("train"), pool=stages["train"].pool)
         def train(ctx: dict, preprocessed: dict, params=None) -> dict:

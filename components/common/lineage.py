@@ -166,9 +166,12 @@ def run_tracked(name: str, module: str, spec: dict, *, home: str, family: str, r
                 inputs: list[dict], uri_key: str, artifact_type: str,
                 figures: Iterable[str] = (), reuse: bool = True,
                 runner: Callable[[str, dict], dict] | None = None,
-                check: Callable[[dict], Any] | None = None) -> dict:
+                check: Callable[[dict], Any] | None = None,
+                extra_figures: dict | None = None) -> dict:
     """Run (or reuse) a step and record the artifact it produced.
 
+    `extra_figures`: more figures for the record that the caller knows and the step does
+    not (for example which days of the window were left out and why).
     `check(result)` (the stage's typed contract) runs on a fresh result before anything is
     recorded or cached, so a result that breaks it leaves no lineage and no cache entry.
     Returns the step's result plus `artifact` (a reference for downstream inputs) and
@@ -197,7 +200,8 @@ def run_tracked(name: str, module: str, spec: dict, *, home: str, family: str, r
     rec = {"name": name, "type": artifact_type, "uri": uri, "fingerprint": fp,
            "producer": made_by, "recorded_by": producer(), "reused": bool(hit),
            "inputs": [ref(i) for i in inputs],
-           "figures": {k: result[k] for k in figures if k in result},
+           "figures": {**{k: result[k] for k in figures if k in result},
+                       **(extra_figures or {})},
            "code_version": code_version() if not hit else hit.get("code_version"),
            "recorded_at": _now()}
     record(run_dir, rec)

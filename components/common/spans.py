@@ -26,11 +26,21 @@ def derive_span(
     return anchor.date() - dt.timedelta(days=1)
 
 
-def window(span: dt.date, days: int) -> list[dt.date]:
-    """The `days` spans ending at `span`, oldest first."""
+def window(span: dt.date, days: int, exclude=()) -> list[dt.date]:
+    """The `days` spans ending at `span`, oldest first, less the `exclude`d ones (days whose
+    validation did not let them through; the span itself can never be left out)."""
     if days < 1:
         raise ValueError(f"window must be at least 1 day, got {days}")
-    return [span - dt.timedelta(days=i) for i in range(days - 1, -1, -1)]
+    if span in set(exclude):
+        raise ValueError(f"the span {span} itself cannot be excluded from its window")
+    skip = set(exclude)
+    return [d for d in (span - dt.timedelta(days=i) for i in range(days - 1, -1, -1))
+            if d not in skip]
+
+
+def span_list(text: str) -> list[dt.date]:
+    """`--exclude-spans 2026-11-01,2026-11-03` -> dates (argparse type)."""
+    return [dt.date.fromisoformat(x.strip()) for x in text.split(",") if x.strip()]
 
 
 def is_shadow(shadow_param: bool | None, run_type: str | None) -> bool:

@@ -11,7 +11,11 @@ import argparse
 import dataclasses
 import json
 import logging
+import os
+import signal
 import sys
+import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -46,6 +50,7 @@ def main(spec_cls: type[S], run: Callable[[S], dict], argv: list[str] | None = N
                         help=f"{spec_cls.__name__} as JSON, or @path to a JSON file")
     parser.add_argument("--result-file", help="write the result JSON here (default: stdout)")
     args = parser.parse_args(argv)
+    _end_with_the_task()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     text = Path(args.spec[1:]).read_text() if args.spec.startswith("@") else args.spec
@@ -59,6 +64,28 @@ def main(spec_cls: type[S], run: Callable[[S], dict], argv: list[str] | None = N
         return 1
     _emit(result, args.result_file)
     return 0
+
+
+def _end_with_the_task() -> None:
+    """Launched by a task (`components.common.launch`), this step leads its own process
+    group: if the task dies (the kernel's parent-death SIGTERM, or the parent pid changing,
+    checked every second) the whole group goes, Beam workers and other children included,
+    so nothing keeps writing into a dead run's folder."""
+    parent = os.environ.pop("RETRAIN_STEP_PARENT_PID", None)   # not for grandchildren
+    if not parent or os.getppid() != int(parent) or os.getpgrp() != os.getpid():
+        return         # run by hand, by another launcher, or not leading its own group
+
+    def end_group(*_args) -> None:
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    signal.signal(signal.SIGTERM, end_group)
+
+    def watch() -> None:
+        while os.getppid() == int(parent):
+            time.sleep(1.0)
+        end_group()
+
+    threading.Thread(target=watch, name="retrain-parent-watch", daemon=True).start()
 
 
 def _emit(obj: dict, path: str | None) -> None:

@@ -24,7 +24,6 @@ Stdlib only: DAG files import the spec; TensorFlow loads only in the children.
 """
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import json
 import logging
@@ -38,6 +37,7 @@ import threading
 import time
 from pathlib import Path
 
+from components.common.launch import die_with_parent
 from components.common.step import main
 
 log = logging.getLogger("retrain.cluster")
@@ -92,11 +92,7 @@ def tf_config(cluster: dict, role: str, index: int) -> str:
     return json.dumps({"cluster": cluster, "task": {"type": role, "index": index}})
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+_die_with_parent = die_with_parent(signal.SIGKILL)
 
 
 def _rss_kb(pid: int) -> tuple[int, int]:

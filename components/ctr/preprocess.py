@@ -28,6 +28,7 @@ class PreprocessSpec:
     eval_percent: int = 20
     analysis_cache_dir: str = ""  # reuse tf.Transform analysis of unchanged day parts
     feature_config: str = ""      # YAML/JSON feature config; "" = the generated logs' config
+    exclude_spans: list[str] = dataclasses.field(default_factory=list)  # days left out
     beam_args: list[str] = dataclasses.field(default_factory=lambda: ["--runner=DirectRunner"])
 
 
@@ -36,6 +37,7 @@ def to_argv(spec: PreprocessSpec) -> list[str]:
             "--window-days", str(spec.window_days), "--eval-percent", str(spec.eval_percent),
             *(["--analysis-cache-dir", spec.analysis_cache_dir] if spec.analysis_cache_dir else []),
             *(["--feature-config", spec.feature_config] if spec.feature_config else []),
+            *(["--exclude-spans", ",".join(spec.exclude_spans)] if spec.exclude_spans else []),
             *spec.beam_args]
 
 

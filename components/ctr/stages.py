@@ -6,6 +6,8 @@ never knows a CTR knob. `upstream` holds the earlier stages' results ("validate"
 """
 from __future__ import annotations
 
+from components.common.window import left_out_spans
+
 
 def validate(ctx: dict, params: dict, upstream: dict) -> dict:
     return {"span_dir": ctx["span_dir"], "out_dir": f"{ctx['run_dir']}/validation",
@@ -19,6 +21,7 @@ def preprocess(ctx: dict, params: dict, upstream: dict) -> dict:
     return {"raw_root": ctx["raw_root"], "span": ctx["span"],
             "output_dir": f"{ctx['run_dir']}/preprocess",
             "window_days": params["window_days"], "eval_percent": params["eval_percent"],
+            "exclude_spans": left_out_spans(upstream),
             "analysis_cache_dir": f"{ctx['home']}/cache/{ctx['family']}/tft_analysis",
             "feature_config": ctx["config"]}
 

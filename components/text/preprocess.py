@@ -23,6 +23,7 @@ class TextPreprocessSpec:
     window_days: int = 3
     eval_percent: int = 20
     text_config: str = ""        # the family config file; "": the bundled reviews
+    exclude_spans: list[str] = dataclasses.field(default_factory=list)  # days left out
     beam_args: list[str] = dataclasses.field(default_factory=lambda: ["--runner=DirectRunner"])
 
 
@@ -30,6 +31,7 @@ def to_argv(spec: TextPreprocessSpec) -> list[str]:
     return ["--raw-root", spec.raw_root, "--span", spec.span, "--output-dir", spec.output_dir,
             "--window-days", str(spec.window_days), "--eval-percent", str(spec.eval_percent),
             "--text-config", spec.text_config,
+            *(["--exclude-spans", ",".join(spec.exclude_spans)] if spec.exclude_spans else []),
             *spec.beam_args]
 
 

@@ -6,6 +6,8 @@ config file the steps read; params only carry per-run knobs.
 """
 from __future__ import annotations
 
+from components.common.window import left_out_spans
+
 
 def validate(ctx: dict, params: dict, upstream: dict) -> dict:
     return {"span_dir": ctx["span_dir"], "out_dir": f"{ctx['run_dir']}/validation",
@@ -17,7 +19,8 @@ def validate(ctx: dict, params: dict, upstream: dict) -> dict:
 def preprocess(ctx: dict, params: dict, upstream: dict) -> dict:
     return {"raw_root": ctx["raw_root"], "span": ctx["span"],
             "output_dir": f"{ctx['run_dir']}/preprocess", "text_config": ctx["config"],
-            "window_days": params["window_days"], "eval_percent": params["eval_percent"]}
+            "window_days": params["window_days"], "eval_percent": params["eval_percent"],
+            "exclude_spans": left_out_spans(upstream)}
 
 
 def _dev_slices(params: dict) -> dict:

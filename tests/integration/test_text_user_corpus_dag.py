@@ -173,6 +173,42 @@ def test_chinese_span_with_english_checkpoint_is_quarantined(airflow_home, ticke
     assert tries == 1                                   # bad data is not retried
 
 
+def test_a_quarantined_day_never_trains_a_model(airflow_home, tickets):
+    """The next day's window holds the quarantined Chinese span: it is left out, and the
+    lineage and summary say so; the override param names it to use it anyway."""
+    home, raw, config = tickets
+    _write_span(raw, "2026-12-06", _tickets(6, 120))
+    later = ("finetune", "evaluate", "push")      # the window is what is tested here
+    run = _dag().test(logical_date=dt.datetime(2026, 12, 7, tzinfo=UTC),
+                      run_conf=_conf(raw, config), mark_success_pattern="|".join(later))
+    states = task_states(run)
+    assert states["validate"] == states["preprocess"] == "success", states
+    run_dir = paths.run_dir(home, "text", dt.date(2026, 12, 6), run.run_id)
+    summary = json.loads((run_dir / "preprocess" / "summary.json").read_text())
+    assert summary["window"] == ["2026-12-06"] and summary["excluded_spans"] == ["2026-12-05"]
+    assert summary["rows_in"] == 120
+    record = lineage.read_records(run_dir)["preprocess"]
+    left_out = record["figures"]["window_left_out"]
+    assert [i["span"] for i in left_out] == ["2026-12-05"]
+    assert left_out[0]["reason"].startswith("quarantined: failed validation in run")
+    assert [i["name"] for i in record["inputs"] if i["type"] == "raw_span"] == ["dt=2026-12-06"]
+
+    # Naming the day without a reason is refused; with one, the day is trained on.
+    refused = _dag().test(logical_date=dt.datetime(2026, 12, 7, tzinfo=UTC),
+                          run_conf=_conf(raw, config, include_spans=["2026-12-05"]),
+                          mark_success_pattern="|".join(later))
+    assert task_states(refused)["preprocess"] == "failed"
+    forced = _dag().test(logical_date=dt.datetime(2026, 12, 7, tzinfo=UTC),
+                         run_conf=_conf(raw, config, include_spans=["2026-12-05"],
+                                        override_validation_reason="checked by hand"),
+                         mark_success_pattern="|".join(later))
+    assert task_states(forced)["preprocess"] == "success"
+    forced_dir = paths.run_dir(home, "text", dt.date(2026, 12, 6), forced.run_id)
+    record = lineage.read_records(forced_dir)["preprocess"]
+    assert [i["span"] for i in record["figures"]["window_included_by_override"]] == [
+        "2026-12-05"]
+
+
 def test_missing_text_span_times_out_in_the_sensor(airflow_home, tickets):
     _, raw, config = tickets
     run = _dag().test(logical_date=dt.datetime(2026, 12, 20, tzinfo=UTC),

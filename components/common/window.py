@@ -1,0 +1,86 @@
+"""Which days of a training window may be trained on: bad data never trains a model.
+
+A run validates its own span; the older days of its window were validated by earlier runs,
+or never. A day is used only if its latest validation passed. A quarantined day, a day
+whose failed validation was overridden for another run only, or a day that fails when it
+is validated now (days never validated are validated by this run) is left out, with the
+reason, unless the run's override names it. The run's summary and lineage list both sets.
+
+Stdlib only: the DAG factory calls it inside the preprocess task.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+from components.common.quarantine import marker_path
+
+VALIDATION_FILE = "validation/validation.json"
+
+
+def latest_validation(history_root: str | os.PathLike, day: str) -> dict | None:
+    """The newest validation summary of `day` by any run (None: never validated)."""
+    found = []
+    for path in Path(history_root, f"dt={day}").glob(f"*/{VALIDATION_FILE}"):
+        try:
+            found.append((path.stat().st_mtime_ns, json.loads(path.read_text())))
+        except (OSError, ValueError):
+            continue            # a half-visible or broken report is no evidence of a pass
+    return max(found, key=lambda x: x[0])[1] if found else None
+
+
+def screen(days: list[str], span: str, *, history_root: str, quarantine_dir: str,
+           include: list[str] | None = None,
+           validate_day: Callable[[str], bool] | None = None) -> dict:
+    """{"used": [...], "left_out": [{"span", "reason"}], "included_by_override": [...]}.
+
+    `span` is validated by this run (its gate let it through, or the run would have
+    stopped); `include` names days trained on whatever their validation said;
+    `validate_day(day) -> passed` validates a day no run has validated yet."""
+    include = set(include or ())
+    used, left_out, forced = [], [], []
+    for day in days:
+        if day == span:
+            used.append(day)
+            continue
+        reason = _reason_to_leave_out(day, history_root, quarantine_dir, validate_day)
+        if reason is None:
+            used.append(day)
+        elif day in include:
+            used.append(day)
+            forced.append({"span": day, "reason": reason})
+        else:
+            left_out.append({"span": day, "reason": reason})
+    return {"used": used, "left_out": left_out, "included_by_override": forced}
+
+
+def _reason_to_leave_out(day: str, history_root: str, quarantine_dir: str,
+                         validate_day: Callable[[str], bool] | None) -> str | None:
+    marker = marker_path(quarantine_dir, f"dt={day}")
+    if marker.exists():
+        try:
+            info = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            info = {}
+        return (f"quarantined: failed validation in run {info.get('run_id')} "
+                f"({'; '.join(info.get('failed') or []) or 'see ' + str(marker)})")
+    last = latest_validation(history_root, day)
+    if last is None:
+        if validate_day is None:
+            return "never validated"
+        return None if validate_day(day) else "failed validation in this run (quarantined)"
+    gate = last.get("gate")
+    if gate == "passed":
+        return None
+    if gate == "overridden":
+        return (f"failed validation; its gate was overridden for run "
+                f"{(last.get('spec') or {}).get('run_id') or last.get('run_id')} only "
+                f"({last.get('override_reason')!r})")
+    return f"its last validation ended {gate!r}"
+
+
+def left_out_spans(upstream: dict) -> list[str]:
+    """For spec builders: the days of the window the preprocessing job must skip."""
+    return [item["span"] for item in (upstream.get("window") or {}).get("left_out", [])]

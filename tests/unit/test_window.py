@@ -1,0 +1,61 @@
+"""Bad data never trains a model: which days of a window are used, which are left out and
+why (quarantined, overridden for another run only, failing when validated now), and the
+override that names days to use anyway."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+
+from components.common import window
+from components.common.quarantine import settle
+from components.common.spans import span_list, window as days_of
+
+
+def _validated(root, day, run, gate, reason=None):
+    path = root / "runs" / f"dt={day}" / run / "validation" / "validation.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"gate": gate, "override_reason": reason,
+                                "spec": {"run_id": run}}))
+
+
+def test_only_days_whose_validation_passed_are_used(tmp_path):
+    runs, q = tmp_path / "runs", tmp_path / "quarantine"
+    _validated(tmp_path, "2026-11-01", "r1", "passed")
+    _validated(tmp_path, "2026-11-02", "r2", "overridden", "labels late")
+    settle(str(q), span="dt=2026-11-03", span_dir="/raw/dt=2026-11-03", gate="failed",
+           run_id="r3", failed=["[click_rate] observed 0"], report="/r")
+    asked = []
+
+    def validate_now(day):
+        asked.append(day)
+        return day == "2026-11-04"
+
+    days = ["2026-10-31", "2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04", "2026-11-05"]
+    out = window.screen(days, "2026-11-05", history_root=str(runs), quarantine_dir=str(q),
+                        validate_day=validate_now)
+    assert out["used"] == ["2026-11-01", "2026-11-04", "2026-11-05"]
+    reasons = {i["span"]: i["reason"] for i in out["left_out"]}
+    assert set(reasons) == {"2026-10-31", "2026-11-02", "2026-11-03"}
+    assert "failed validation in this run" in reasons["2026-10-31"]
+    assert "overridden for run r2 only" in reasons["2026-11-02"]
+    assert reasons["2026-11-03"].startswith("quarantined: failed validation in run r3")
+    assert "click_rate" in reasons["2026-11-03"]
+    assert asked == ["2026-10-31", "2026-11-04"]          # only never-validated days
+
+    forced = window.screen(days[2:], "2026-11-05", history_root=str(runs),
+                           quarantine_dir=str(q), include=["2026-11-03"],
+                           validate_day=lambda d: True)
+    assert forced["used"] == ["2026-11-03", "2026-11-04", "2026-11-05"]
+    assert [i["span"] for i in forced["left_out"]] == ["2026-11-02"]
+    assert [i["span"] for i in forced["included_by_override"]] == ["2026-11-03"]
+    assert window.left_out_spans({"window": out}) == ["2026-10-31", "2026-11-02",
+                                                      "2026-11-03"]
+
+
+def test_window_days_can_be_excluded_but_never_the_span():
+    span = dt.date(2026, 11, 5)
+    assert days_of(span, 3, span_list("2026-11-04")) == [dt.date(2026, 11, 3), span]
+    with pytest.raises(ValueError, match="cannot be excluded"):
+        days_of(span, 3, [span])
