@@ -54,6 +54,7 @@ class Family:
     config_param: str             # the DAG param naming the family's config file
     config_env: str               # deployment default of that param
     config_help: str
+    config_loader: str            # "<module>:<function>" path -> parsed config (raises)
     raw_root_env: str             # deployment default of the raw_root param
     stages: dict[str, Stage]
     serving_check: str            # module of the serving check run before publishing
@@ -100,7 +101,7 @@ CTR = Family(
     doc="Daily retraining of the CTR model on a parameter-server cluster: validate -> "
         "preprocess (Beam + tf.Transform) -> train -> evaluate -> push.",
     config_param="feature_config", config_env="RETRAIN_FEATURE_CONFIG",
-    raw_root_env="RETRAIN_RAW_ROOT",
+    raw_root_env="RETRAIN_RAW_ROOT", config_loader="components.ctr.feature_config:load",
     config_help="YAML/JSON feature config of the logs (columns, types, transforms, label, "
                 "validation rules). Empty: the generated demo logs' config.",
     stages={
@@ -144,7 +145,7 @@ TEXT = Family(
         "and a TF-IDF + logistic regression baseline) -> push. Tasks, labels, columns and "
         "checkpoint come from the text config file.",
     config_param="text_config", config_env="RETRAIN_TEXT_CONFIG",
-    raw_root_env="RETRAIN_TEXT_RAW_ROOT",
+    raw_root_env="RETRAIN_TEXT_RAW_ROOT", config_loader="components.text.task_config:load",
     config_help="YAML/JSON text config (text column or template, tasks with their label "
                 "columns and labels, checkpoint, validation and gate settings). Empty: the "
                 "bundled reviews' config (components/text/configs/reviews.yaml).",

@@ -366,7 +366,7 @@ class Registry:
     def _read_meta(vdir: Path) -> dict | None:
         try:
             meta = read_json(vdir / META_FILE)
-        except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):   # check says which
             return None
         return meta if isinstance(meta, dict) else None
 
@@ -379,8 +379,10 @@ class Registry:
             data = read_json(mdir / CURRENT_FILE)
         except (FileNotFoundError, NotADirectoryError):
             return None
-        except json.JSONDecodeError as e:
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ValueError(f"{mdir / CURRENT_FILE} is not valid JSON: {e}") from None
+        except OSError as e:
+            raise ValueError(f"{mdir / CURRENT_FILE} cannot be read: {e}") from None
         version = data.get("version") if isinstance(data, dict) else None
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
             raise ValueError(f"{mdir / CURRENT_FILE} has no valid 'version': {data!r}")

@@ -49,7 +49,7 @@ def publish_params() -> dict[str, Param]:
         "shadow": Param(None, type=["null", "boolean"],
                         description="Train and evaluate but never publish. Empty: shadow for "
                                     "backfill runs, publish for scheduled and manual runs."),
-        "force_bless_reason": Param(None, type=["null", "string"],
+        "force_bless_reason": Param(None, type=["null", "string"], minLength=1,
                                     description="Publish even if the gate rejects; "
                                                 "the reason is recorded in the registry."),
     }

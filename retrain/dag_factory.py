@@ -74,16 +74,23 @@ def make_dag(family: Family):
         @task
         def resolve_span(params=None, logical_date=None, dag_run=None, run_id=None) -> dict:
             """Pin the span and the run's artifact folder once; every later task reads them."""
-            from components.common import paths
+            from components.common import paths, run_inputs
             from components.common.spans import derive_span, is_shadow
 
             span = derive_span(params.get("span"), logical_date,
                                getattr(dag_run, "run_after", None))
             home = _home()
-            raw_root = params.get("raw_root") or str(home / "raw" / family.name)
             config = params.get(family.config_param) or ""
-            if config and not Path(config).is_file():
-                raise AirflowFailException(f"{family.config_param} {config!r} does not exist")
+            problems = run_inputs.check(span, raw_root=params.get("raw_root"), config=config,
+                                        config_param=family.config_param)
+            if config and not problems:
+                try:   # a broken config fails now, not after the sensor's wait
+                    resolve(family.config_loader)(config)
+                except Exception as e:  # noqa: BLE001 - the loader names every problem
+                    problems.append(f"{family.config_param} {config}: {e}")
+            if problems:
+                raise AirflowFailException("refusing the run: " + "; ".join(problems))
+            raw_root = params.get("raw_root") or str(home / "raw" / family.name)
             return {"family": family.name, "span": span.isoformat(), "home": str(home),
                     "run_id": run_id, "raw_root": raw_root,
                     "span_dir": f"{raw_root}/dt={span.isoformat()}",

@@ -67,6 +67,10 @@ OPENLINEAGE_EVENTS = _AIRFLOW_HOME / "openlineage-events.jsonl"
 # configuration points elsewhere and the fixture below refuses to run (see _check_config).
 _AIRFLOW_IMPORTED_EARLY = "airflow" in sys.modules
 os.environ.update(_AIRFLOW_ENV)
+# The tests' spans are fixed calendar days (December 2026 and later), not days relative to
+# today, so the deployment's "no span in the future" slack is widened here; its default is
+# tested in tests/unit/test_run_inputs.py.
+os.environ.setdefault("RETRAIN_MAX_FUTURE_DAYS", "3650")
 
 
 def _check_config() -> None:

@@ -209,6 +209,27 @@ def test_a_quarantined_day_never_trains_a_model(airflow_home, tickets):
         "2026-12-05"]
 
 
+def test_bad_run_inputs_are_refused_before_any_wait(airflow_home, tickets, tmp_path):
+    """A config file that does not parse fails the first task (its problems in the message;
+    the other refusals are unit-tested in test_run_inputs.py) instead of waiting in the
+    sensor and failing a step later."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    _, raw, _ = tickets
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("example_id: id\ntext: body\ntasks:\n  queue: {labels: [only_one]}\n")
+    run = _dag().test(logical_date=dt.datetime(2026, 12, 3, tzinfo=UTC),
+                      run_conf={"raw_root": str(raw), "text_config": str(broken)})
+    states = task_states(run)
+    assert states["resolve_span"] == "failed", states
+    assert states["wait_for_span"] == "upstream_failed"
+    with create_session() as session:
+        ti = session.query(TaskInstance).filter(TaskInstance.run_id == run.run_id,
+                                                TaskInstance.task_id == "resolve_span").one()
+        assert ti.try_number == 1                        # refused, not retried
+
+
 def test_missing_text_span_times_out_in_the_sensor(airflow_home, tickets):
     _, raw, config = tickets
     run = _dag().test(logical_date=dt.datetime(2026, 12, 20, tzinfo=UTC),

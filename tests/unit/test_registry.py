@@ -401,3 +401,22 @@ def test_cli_help_and_default_root(cli, capsys, monkeypatch, tmp_path, model):
     Registry(tmp_path / "home" / "registry").publish(model, "ctr", meta_for("run-1"))
     assert cli(["registry", "list"]) == 0
     assert "run-1" in capsys.readouterr().out
+
+
+def test_broken_registry_files_are_named_never_a_traceback(tmp_path):
+    """Garbage bytes in CURRENT and a version without its meta file: every tool names the
+    file and exits non-zero (a reliability finding: a bare UTF-8 error naming no file)."""
+    import subprocess
+    import sys
+
+    vdir = tmp_path / "reg" / "m" / "1"
+    vdir.mkdir(parents=True)
+    (vdir.parent / "CURRENT").write_bytes(b"\xff\xfe\x00 not json")
+    for action in ("list", "show", "check"):
+        out = subprocess.run([sys.executable, "-m", "retrain.cli", "registry", action, "m",
+                              "--root", str(tmp_path / "reg")], capture_output=True, text=True)
+        assert out.returncode != 0, action
+        assert "Traceback" not in out.stderr, (action, out.stderr[-1500:])
+        assert "CURRENT is not valid JSON" in out.stdout + out.stderr, action
+    problems = Registry(tmp_path / "reg").check("m")
+    assert any("version 1: missing or unreadable retrain_meta.json" in p for p in problems)

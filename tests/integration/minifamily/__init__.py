@@ -21,6 +21,7 @@ LINREG = Family(
     name="linreg", dag_id="linreg_daily", doc="Daily linear regression (test family).",
     config_param="linreg_config", config_env="RETRAIN_LINREG_CONFIG",
     config_help="Unused by this family.", raw_root_env="RETRAIN_LINREG_RAW_ROOT",
+    config_loader="pathlib:Path",
     stages={"validate": _stage("validate", "Spec", "validation_report", reuse=False,
                                figures=("rows",)),
             "preprocess": _stage("preprocess", "Spec", "examples",
