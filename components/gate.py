@@ -177,6 +177,7 @@ def decide(
     thresholds: Thresholds | None,
     force_reason: str | None = None,
     extra_rules: list[dict[str, Any]] = (),
+    notes: list[str] = (),
 ) -> Decision:
     """Bless the candidate iff every rule passes (or an operator forces it, with a reason).
 
@@ -198,7 +199,8 @@ def decide(
     direction), each {name, passed, observed, limit, line}; they count like the built-in
     ones, so a family adds rules without editing the gate. `thresholds=None` turns the
     built-in AUC / log-loss rules off: a family whose headline is RMSE decides on its
-    `headline_rules` alone.
+    `headline_rules` alone. `notes`: lines recorded with the reasons (for example that a
+    rule was switched off for this run), so the registry entry says so.
     """
     if force_reason is not None:
         if not isinstance(force_reason, str) or not force_reason.strip():
@@ -221,6 +223,7 @@ def decide(
     elif baseline is None:
         reasons.append(NO_BASELINE_REASON)
 
+    reasons.extend(notes)
     for rule in extra_rules:
         rule = dict(rule)
         line = rule.pop("line", rule["name"])

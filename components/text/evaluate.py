@@ -225,9 +225,14 @@ def run(spec: TextEvaluateSpec) -> dict:
                             max_log_loss_increase=g.max_log_loss_increase,
                             max_slice_auc_drop=g.max_task_auc_drop,
                             min_slice_rows=g.min_task_rows, min_slice_positives=0)
+    notes = [] if beat_classical else [
+        "classical-baseline rule switched off for this run ("
+        + ("param beat_classical_baseline" if spec.beat_classical_baseline is False
+           else "config gate.beat_classical_baseline") + ")"]
     decision = decide(candidate, baseline, thresholds, spec.force_reason,
                       extra_rules=task_rules(cfg, candidate, baseline,
-                                             classical if beat_classical else None))
+                                             classical if beat_classical else None),
+                      notes=notes)
 
     out_dir = Path(spec.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -58,6 +58,7 @@ def run(work_dir: str, train_examples: int | None = None, eval_examples: int | N
     else:
         loaded = None
     cfg = T.load_for(text_config)
+    unknown = _unknown_tokens(cfg, raw_root, span, window_days)
     pre = preprocess(TextPreprocessSpec(raw_root=raw_root, span=span, text_config=text_config,
                                         output_dir=str(work / "pre"), window_days=window_days,
                                         eval_percent=eval_percent))
@@ -91,6 +92,7 @@ def run(work_dir: str, train_examples: int | None = None, eval_examples: int | N
         "max_seq_length": trained["max_seq_length"], "train_examples_per_second":
             trained["examples_per_second"],
         "classical_baseline": (report.get("classical_baseline") or {}).get("model"),
+        "unknown_tokens": unknown,
     }
     for task, m in report["candidate"]["tasks"].items():
         if not m.get("n"):
@@ -116,6 +118,19 @@ def run(work_dir: str, train_examples: int | None = None, eval_examples: int | N
     return figures
 
 
+def _unknown_tokens(cfg, raw_root: str, span: str, window_days: int) -> dict:
+    """The checkpoint's [UNK] rate on the newest day, as validation measures it: figures
+    from a checkpoint that cannot read the text are flagged, not just printed."""
+    from pathlib import Path
+
+    from components.text import rawdata
+    from components.text.validate import unknown_token_check
+
+    rows = [r for part in rawdata.span_parts(Path(raw_root) / f"dt={span}")
+            for r in rawdata.read_rows(part)]
+    return unknown_token_check(cfg, [cfg.text_of(r) for r in rows])
+
+
 def _bounds(ci: dict) -> list[float]:
     return [round(ci["low"], 4), round(ci["high"], 4)]
 
@@ -134,6 +149,11 @@ def format_figures(f: dict) -> str:
         f"{f['class_weighting']}, decision offsets {f['calibration_offsets'] or 'none'} "
         f"(fitted on {f['calibration_examples']} other held-out texts)",
         f"{'':28}{'model':>8}  {'TF-IDF+LR':>9}  {'majority':>8}"]
+    unk = f.get("unknown_tokens") or {}
+    if unk.get("level") in ("warn", "fail"):
+        lines.insert(0, f"WARNING: {unk['observed']}: the checkpoint cannot read much of this "
+                        "text, so the fine-tuned figures say little (validation would "
+                        + ("fail" if unk["level"] == "fail" else "warn") + ")")
     if f.get("pos_vs_neg_accuracy") is not None:
         lines.append(f"{'positive-vs-negative acc.':28}{num(f['pos_vs_neg_accuracy']):>8}  "
                      f"{'-':>9}  {'-':>8}  (n={f['pos_vs_neg_n']})")

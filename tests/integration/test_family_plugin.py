@@ -120,3 +120,25 @@ def test_a_third_family_runs_through_the_factory(airflow_home, tmp_path):
                                       "max_rmse": 0.01})
         assert task_states(rejected)["push"] == "skipped"
         assert registry.current("linreg")["version"] == 1
+
+
+def test_historical_days_run_their_tasks(airflow_home, tmp_path):
+    """A run for a day long before the deployment (last year's export) runs its tasks
+    instead of "succeeding" with none run because the day precedes the DAG's start."""
+    from minifamily import LINREG
+
+    raw = tmp_path / "raw" / "dt=2025-03-03"
+    raw.mkdir(parents=True)
+    (raw / "part-0.jsonl").write_text("".join(
+        json.dumps({"id": i, "x": i / 10, "y": i / 5 + 1}) + "\n" for i in range(60)))
+    (raw / "_SUCCESS").write_text("")
+    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
+    with environ(RETRAIN_HOME=str(tmp_path / "home"), PYTHONPATH=path):
+        dag = make_dag(LINREG)()
+        _register(dag, tmp_path)
+        run = dag.test(logical_date=dt.datetime(2025, 3, 4, tzinfo=UTC),
+                       run_conf={"raw_root": str(tmp_path / "raw"), "window_days": 1})
+        states = task_states(run)
+        assert states and all(s == "success" for s in states.values()), states
+        assert Registry(tmp_path / "home" / "registry").current("linreg")["data_span"] \
+            == "2025-03-03"

@@ -56,6 +56,9 @@ def test_text_dag_publishes_a_model_that_serves_raw_strings(airflow_home, text_h
     assert current["serving_check"]["passed"] is True
     assert current["serving_check"]["max_abs_diff"] <= 1e-4
     assert "no published baseline" in " ".join(current["gate"]["reasons"])
+    # The rule switched off by the param is said so in the registry entry.
+    assert "classical-baseline rule switched off for this run (param " \
+        "beat_classical_baseline)" in current["gate"]["reasons"]
     metrics = current["metrics"]
     assert 0.0 <= metrics["auc"] <= 1.0 and metrics["log_loss"] > 0
     assert {"sentiment", "topic"} <= set(metrics["tasks"])
