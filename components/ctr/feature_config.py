@@ -172,15 +172,23 @@ class Validation:
     must be present with that type); ranges: (column, min or None, max or None);
     allowed_values: (column, values); patterns: (string column, regex, checked on a
     sample, warning); drift: (feature, metric js|linf|psi|ks, max, severity) overriding
-    the default rule (categorical: JS <= 0.3, numeric: PSI <= 0.25, both warnings)."""
+    the default rule (categorical: JS <= 0.3, numeric: PSI <= 0.25, both warnings);
+    thresholds: (name, value) of the span-level bounds (THRESHOLDS: rows, label rate,
+    null rates, duplicates, recent-average ratio), each overriding the built-in default."""
     extra_columns: tuple[tuple[str, str], ...] = ()
     ranges: tuple[tuple[str, float | None, float | None], ...] = ()
     allowed_values: tuple[tuple[str, tuple], ...] = ()
     patterns: tuple[tuple[str, str], ...] = ()
     drift: tuple[tuple[str, str, float, str], ...] = ()
+    thresholds: tuple[tuple[str, float], ...] = ()
+
+    def threshold(self, name: str) -> float:
+        """A span-level bound: the config's value, else the built-in default."""
+        return dict(self.thresholds).get(name, THRESHOLDS[name])
 
     def to_dict(self) -> dict:
-        out = {"extra_columns": dict(self.extra_columns),
+        out = {"thresholds": dict(self.thresholds),
+               "extra_columns": dict(self.extra_columns),
                "ranges": {c: [lo, hi] for c, lo, hi in self.ranges},
                "allowed_values": {c: list(v) for c, v in self.allowed_values},
                "patterns": dict(self.patterns),
@@ -600,7 +608,24 @@ def from_dict(d: Mapping[str, Any], source: str = "") -> FeatureConfig:
                          validation=validation)
 
 
-_VALIDATION_KEYS = ("extra_columns", "ranges", "allowed_values", "patterns", "drift")
+_VALIDATION_KEYS = ("thresholds", "extra_columns", "ranges", "allowed_values", "patterns",
+                    "drift")
+# Span-level bounds of the validation gate and their defaults (the generated ad-click logs'
+# values, also written out in feature_configs/generated.yaml). A rating log has a label
+# rate of 0.5 and a few hundred rows a day: its config says so, no override needed.
+THRESHOLDS = {
+    "min_rows": 1000, "max_rows": 50_000_000,        # rows of the span
+    "min_label_rate": 0.005, "max_label_rate": 0.2,  # share of positive labels
+    "max_null_rate": 0.2,                            # per numeric feature
+    "max_null_rate_increase": 0.05,                  # per numeric feature, vs previous span
+    "max_duplicate_rate": 0.02,                      # share of duplicated example ids
+    "max_previous_overlap": 0.01,                    # ids also in the previous span
+    "max_row_ratio": 3.0,                            # rows within [avg / r, avg * r] of
+    "history_days": 7,                               # ... the last history_days spans
+}
+_INT_THRESHOLDS = ("min_rows", "max_rows", "history_days")
+_SHARE_THRESHOLDS = ("min_label_rate", "max_label_rate", "max_null_rate",
+                     "max_null_rate_increase", "max_duplicate_rate", "max_previous_overlap")
 _DRIFT_METRICS = {"categorical": ("js", "linf"), "numeric": ("psi", "ks")}
 
 
@@ -626,6 +651,7 @@ def _parse_validation(raw, features, label, example_id, declared: set,
             problems.add(f"validation.{key}", f"must be a mapping, got {value!r}")
             value = {}
         sections[key] = value
+    thresholds = _parse_thresholds(sections["thresholds"], problems)
     kinds = {example_id: "str", label: "int", **{f.name: f.raw_type for f in features}}
     extra = []
     for name, kind in sections["extra_columns"].items():
@@ -705,7 +731,34 @@ def _parse_validation(raw, features, label, example_id, declared: set,
         else:
             drift.append((name, metric, float(limit), severity))
     return Validation(*(tuple(sorted(x, key=lambda e: e[0]))
-                        for x in (extra, ranges, allowed, patterns, drift)))
+                        for x in (extra, ranges, allowed, patterns, drift, thresholds)))
+
+
+def _parse_thresholds(raw: Mapping, problems: _Problems) -> list[tuple[str, float]]:
+    out = []
+    for name, value in raw.items():
+        where = f"validation.thresholds.{name}"
+        if name not in THRESHOLDS:
+            problems.add(where, f"unknown threshold (known: {', '.join(THRESHOLDS)})")
+        elif name in _INT_THRESHOLDS and (isinstance(value, bool) or not isinstance(value, int)
+                                          or value < (1 if name == "history_days" else 0)):
+            problems.add(where, f"must be a whole number >= 0, got {value!r}")
+        elif name not in _INT_THRESHOLDS and (not _number_or_none(value) or value is None
+                                              or value < 0 or (name in _SHARE_THRESHOLDS
+                                                               and value > 1)):
+            problems.add(where, f"must be a number in [0, 1], got {value!r}"
+                         if name in _SHARE_THRESHOLDS else f"must be a number >= 1, got "
+                         f"{value!r}")
+        elif name == "max_row_ratio" and value < 1:
+            problems.add(where, f"must be a number >= 1, got {value!r}")
+        else:
+            out.append((name, value))
+    merged = {**THRESHOLDS, **dict(out)}
+    for lo, hi in (("min_rows", "max_rows"), ("min_label_rate", "max_label_rate")):
+        if merged[lo] > merged[hi]:
+            problems.add(f"validation.thresholds.{lo}", f"{merged[lo]} is above {hi} "
+                                                        f"{merged[hi]}")
+    return out
 
 
 def loads(text: str, source: str = "") -> FeatureConfig:

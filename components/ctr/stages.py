@@ -14,7 +14,8 @@ def validate(ctx: dict, params: dict, upstream: dict) -> dict:
             "history_root": f"{ctx['home']}/runs/{ctx['family']}",
             "quarantine_dir": ctx["quarantine_dir"], "run_id": ctx["run_id"],
             "feature_config": ctx["config"],
-            "override_reason": params.get("override_validation_reason")}
+            "override_reason": params.get("override_validation_reason"),
+            "override_rules": params.get("override_validation_rules")}
 
 
 def preprocess(ctx: dict, params: dict, upstream: dict) -> dict:

@@ -56,22 +56,27 @@ PARTIAL_UNEXPECTED = 10
 class ValidateSpec:
     span_dir: str  # <root>/raw/ctr/dt=YYYY-MM-DD
     out_dir: str  # validation artifact dir (owned by this step; replaced atomically)
-    min_rows: int = 1000
-    max_rows: int = 50_000_000
-    min_click_rate: float = 0.005
-    max_click_rate: float = 0.2
-    max_null_rate: float = 0.2  # per numeric feature
-    max_null_rate_increase: float = 0.05  # per numeric feature, against the previous span
-    max_duplicate_rate: float = 0.02  # share of rows whose example id is a duplicate
-    max_previous_overlap: float = 0.01  # share of example ids also in the previous span
-    max_row_ratio: float = 3.0  # rows within [avg / r, avg * r] of the recent spans
+    # Span-level bounds; None: the feature config's `validation.thresholds` value, else
+    # the built-in default (feature_config.THRESHOLDS, the generated ad-click logs').
+    min_rows: int | None = None
+    max_rows: int | None = None
+    min_click_rate: float | None = None   # the label's positive rate (min_label_rate)
+    max_click_rate: float | None = None   # (max_label_rate)
+    max_null_rate: float | None = None  # per numeric feature
+    max_null_rate_increase: float | None = None  # per numeric feature, vs the previous span
+    max_duplicate_rate: float | None = None  # share of rows whose example id is a duplicate
+    max_previous_overlap: float | None = None  # share of example ids also in the previous span
+    max_row_ratio: float | None = None  # rows within [avg / r, avg * r] of the recent spans
     drift_thresholds: dict | None = None  # {feature: {metric, max, severity}} overrides
     history_root: str | None = None  # <root>/runs/ctr: earlier runs' validation artifacts
-    history_days: int = 7
+    history_days: int | None = None
     compute_previous: bool = True  # no stats for the previous span yet: compute them
     require_success_marker: bool = True
     quarantine_dir: str | None = None  # <root>/quarantine/ctr
     override_reason: str | None = None  # pass a failing span on purpose (recorded)
+    # With override_reason: the rule ids it lets through; any other failed error rule
+    # still fails the span. None: every rule (a blanket override).
+    override_rules: list[str] | None = None
     feature_config: str = ""  # YAML/JSON feature config of the logs; "" = generated logs
     run_id: str | None = None
     sample_rows: int = 10_000
@@ -83,6 +88,7 @@ class ValidateSpec:
 
 def run(spec: ValidateSpec) -> dict:
     """Validate one raw CTR span; write the report; raise ValidationFailed if it fails."""
+    spec = with_thresholds(spec)
     _check_spec(spec)
     span_dir = Path(spec.span_dir)
     parts = _find_parts(span_dir, spec.require_success_marker)  # fail fast, before imports
@@ -116,8 +122,10 @@ def run(spec: ValidateSpec) -> dict:
             summary["data_docs_pages"] = {k: str(out_dir / DOCS_DIR / v)
                                           for k, v in summary["data_docs_pages"].items()}
         failed = not summary["success"]
-        summary["gate"] = ("overridden" if failed and spec.override_reason
+        not_named = _not_overridden(spec, summary)
+        summary["gate"] = ("overridden" if failed and spec.override_reason and not not_named
                            else "failed" if failed else "passed")
+        summary["not_overridden"] = not_named
         summary["override_reason"] = spec.override_reason if failed else None
         summary["quarantine"] = _quarantine(spec, summary)
         write_json(tmp / SUMMARY_FILE, _jsonable(summary))
@@ -160,6 +168,31 @@ def compute_stats(span_dir: Path, out: Path, sample_rows: int = 10_000,
                     f"--sample-rows={sample_rows}", "--runner=DirectRunner",
                     *([f"--feature-config={feature_config}"] if feature_config else [])])
     return read_json(out / span_stats.STATS_FILE)
+
+
+def _not_overridden(spec: ValidateSpec, summary: dict) -> list[str]:
+    """Failed error rules the override does not name (a named override lets only its
+    rules through; a blanket one, all)."""
+    if not spec.override_reason or spec.override_rules is None:
+        return []
+    named = set(spec.override_rules)
+    return sorted({f["rule"] for f in summary["failed"]} - named)
+
+
+_SPEC_TO_CONFIG = {"min_click_rate": "min_label_rate", "max_click_rate": "max_label_rate"}
+
+
+def with_thresholds(spec: ValidateSpec) -> ValidateSpec:
+    """The spec with every unset bound taken from its feature config (rule 14: the numbers
+    of a dataset live in its config; a spec field still wins, for tests and one-offs)."""
+    from components.ctr import feature_config
+    validation = feature_config.load_for(spec.feature_config).validation
+    names = ("min_rows", "max_rows", "min_click_rate", "max_click_rate", "max_null_rate",
+             "max_null_rate_increase", "max_duplicate_rate", "max_previous_overlap",
+             "max_row_ratio", "history_days")
+    return dataclasses.replace(spec, **{
+        n: validation.threshold(_SPEC_TO_CONFIG.get(n, n)) for n in names
+        if getattr(spec, n) is None})
 
 
 def _check_spec(spec: ValidateSpec) -> None:
@@ -456,6 +489,9 @@ def failure_message(summary: dict) -> str:
     diffs = summary.get("parts_schema_diffs")
     if diffs:
         msg += f"; parquet parts differ in schema: {'; '.join(diffs)}"
+    if summary.get("not_overridden"):
+        msg += (f"; the override names other rules, not {summary['not_overridden']} "
+                "(override_validation_rules)")
     if summary.get("data_docs"):
         msg += f" (Data Docs: {summary['data_docs']})"
     return msg

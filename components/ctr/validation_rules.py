@@ -216,6 +216,9 @@ def build_suites(spec, previous: dict | None, history: list[dict], rules: Rules 
     import great_expectations as gx
     import great_expectations.expectations as gxe
 
+    from components.ctr.validate import with_thresholds
+
+    spec = with_thresholds(spec)     # bounds the spec leaves unset: the feature config's
     rules = rules or rules_for()
 
     def between(rule, severity, text, column, lo=None, hi=None):

@@ -234,6 +234,44 @@ def test_quarantine_override_and_rerun_after_fix(home):
     assert set(raw_before) == {p.name for p in span_of(home).iterdir()}
 
 
+def test_the_feature_config_sets_the_span_bounds(home, tmp_path):
+    """A rating log clicks half the time: its config says so, and the same span that
+    passes with the generator's bounds fails with bounds that do not fit it."""
+    import yaml
+
+    from components.ctr import feature_config as fc
+    data = yaml.safe_load(fc.DEFAULT_CONFIG.read_text())
+    data["validation"]["thresholds"].update(min_label_rate=0.4, max_label_rate=0.7)
+    config = tmp_path / "ratings.yaml"
+    config.write_text(yaml.safe_dump(data))
+    msg, _ = expect_failure(home, "click_rate", feature_config=str(config))
+    assert "click rate in [0.4, 0.7]" in msg
+    assert run(spec_for(home, run_id="r9"))["gate"] == "passed"       # default bounds
+    bad = {**data, "validation": {**data["validation"], "thresholds": {
+        "min_label_rate": 2, "max_row_ratio": 0.5, "min_rows": 10, "max_rows": 5,
+        "colour": 1}}}
+    config.write_text(yaml.safe_dump(bad))
+    with pytest.raises(ValueError) as e:
+        fc.load(config)
+    for where in ("thresholds.min_label_rate", "thresholds.max_row_ratio",
+                  "thresholds.min_rows", "thresholds.colour"):
+        assert where in str(e.value), where
+
+
+def test_a_named_override_lets_only_its_rules_through(home):
+    df = read_day(home)
+    df[F.LABEL_KEY] = 0
+    df.loc[:10, "hour"] = 99
+    write_day(home, df)
+    msg, summary = expect_failure(home, "click_rate", "range:hour",
+                                  override_reason="labels late", override_rules=["click_rate"])
+    assert summary["not_overridden"] == ["range:hour"]
+    assert "the override names other rules, not ['range:hour']" in msg
+    result = run(spec_for(home, run_id="r2", override_reason="labels late; hour bug known",
+                          override_rules=["click_rate", "range:hour"]))
+    assert result["gate"] == "overridden"
+
+
 def test_suites_cover_every_column():
     suites = build_suites(ValidateSpec(span_dir="x", out_dir="y"), previous={"x": 1},
                           history=[{"rows": 1}])
