@@ -199,14 +199,12 @@ def make_dag(family: Family):
                 return False
             return True
 
-        @task(task_id=family.task_id("preprocess"), pool=stages["preprocess"].pool)
-        def preprocess(ctx: dict, validation: dict, params=None) -> dict:
-            """Beam over the window's days that passed validation (bad data never trains a
-            model); reused when inputs, code and params match."""
+        def screen_window(ctx: dict, params: dict) -> dict:
+            """The window's days that may be trained on, and the others with reasons
+            (components.common.window); logged, since a shorter window changes the model."""
             import logging
 
             from components.common import window
-            from components.common.lineage import config_refs, raw_span_ref
             from components.common.spans import window as days_of
 
             days = [d.isoformat() for d in days_of(dt.date.fromisoformat(ctx["span"]),
@@ -215,17 +213,26 @@ def make_dag(family: Family):
                 days, ctx["span"], history_root=f"{ctx['home']}/runs/{family.name}",
                 quarantine_dir=ctx["quarantine_dir"], include=params.get("include_spans"),
                 validate_day=lambda day: validate_day(ctx, params, day))
-            log = logging.getLogger("retrain.dag")
             if screened["included_by_override"] and not params.get("override_validation_reason"):
                 raise AirflowFailException(
                     "include_spans names days that did not pass validation "
                     f"({[i['span'] for i in screened['included_by_override']]}): say why in "
                     "override_validation_reason")
+            log = logging.getLogger("retrain.dag")
             for item in screened["left_out"]:
                 log.warning("left out of the window: %s (%s)", item["span"], item["reason"])
             for item in screened["included_by_override"]:
                 log.warning("in the window by override: %s although %s (%s)", item["span"],
                             item["reason"], params.get("override_validation_reason"))
+            return screened
+
+        @task(task_id=family.task_id("preprocess"), pool=stages["preprocess"].pool)
+        def preprocess(ctx: dict, validation: dict, params=None) -> dict:
+            """Beam over the window's days that passed validation (bad data never trains a
+            model); reused when inputs, code and params match."""
+            from components.common.lineage import config_refs, raw_span_ref
+
+            screened = screen_window(ctx, params)
             spec = resolve(stages["preprocess"].build)(
                 ctx, params, {"validate": validation, "window": screened})
             if screened["left_out"] and "exclude_spans" not in spec:
