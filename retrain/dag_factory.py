@@ -142,7 +142,9 @@ def make_dag(family: Family):
                                      family=family.name, run_dir=ctx["run_dir"],
                                      inputs=inputs, uri_key=results.URI_FIELD[name],
                                      artifact_type=stage.artifact_type,
-                                     figures=stage.figures, reuse=stage.reuse,
+                                     figures=(*stage.figures,
+                                              *results.RECORDED.get(name, ())),
+                                     reuse=stage.reuse,
                                      check=lambda r: results.read(name, r, stage.module),
                                      extra_figures=extra_figures)
             except (BadDataFailed, results.ContractError) as e:   # a retry cannot help

@@ -46,6 +46,9 @@ class EvaluationResult:
 
 RESULTS = {"validate": ValidationResult, "preprocess": PreprocessResult,
            "train": TrainResult, "evaluate": EvaluationResult}
+# Result fields the factory always copies into the stage's lineage record (whatever the
+# family's own figures): later runs read a day's validation verdict from there.
+RECORDED = {"validate": ("gate", "override_reason")}
 URI_FIELD = {"validate": "uri", "preprocess": "output_dir", "train": "model_dir",
              "evaluate": "eval_uri"}
 

@@ -1,7 +1,9 @@
 """Which days of a training window may be trained on: bad data never trains a model.
 
 A run validates its own span; the older days of its window were validated by earlier runs,
-or never. A day is used only if its latest validation passed. A quarantined day, a day
+or never. The verdict is read from the validate step's lineage record, which the DAG
+factory writes for every family (`gate` and `override_reason` are always recorded), so no
+family's report format matters here. A day is used only if its latest validation passed. A quarantined day, a day
 whose failed validation was overridden for another run only, or a day that fails when it
 is validated now (days never validated are validated by this run) is left out, with the
 reason, unless the run's override names it. The run's summary and lineage list both sets.
@@ -17,17 +19,21 @@ from typing import Callable
 
 from components.common.quarantine import marker_path
 
-VALIDATION_FILE = "validation/validation.json"
+VALIDATION_RECORD = "lineage/validate.json"
 
 
 def latest_validation(history_root: str | os.PathLike, day: str) -> dict | None:
-    """The newest validation summary of `day` by any run (None: never validated)."""
+    """The newest validation verdict of `day` by any run: {"gate", "override_reason",
+    "run_id"} (None: no run let it through; a failed validation leaves no record)."""
     found = []
-    for path in Path(history_root, f"dt={day}").glob(f"*/{VALIDATION_FILE}"):
+    for path in Path(history_root, f"dt={day}").glob(f"*/{VALIDATION_RECORD}"):
         try:
-            found.append((path.stat().st_mtime_ns, json.loads(path.read_text())))
-        except (OSError, ValueError):
-            continue            # a half-visible or broken report is no evidence of a pass
+            rec = json.loads(path.read_text())
+            found.append((path.stat().st_mtime_ns, {
+                **{k: rec["figures"].get(k) for k in ("gate", "override_reason")},
+                "run_id": (rec.get("recorded_by") or rec.get("producer") or {}).get("run_id")}))
+        except (OSError, ValueError, KeyError, AttributeError):
+            continue            # a half-visible or broken record is no evidence of a pass
     return max(found, key=lambda x: x[0])[1] if found else None
 
 
@@ -75,9 +81,8 @@ def _reason_to_leave_out(day: str, history_root: str, quarantine_dir: str,
     if gate == "passed":
         return None
     if gate == "overridden":
-        return (f"failed validation; its gate was overridden for run "
-                f"{(last.get('spec') or {}).get('run_id') or last.get('run_id')} only "
-                f"({last.get('override_reason')!r})")
+        return (f"failed validation; its gate was overridden for run {last.get('run_id')} "
+                f"only ({last.get('override_reason')!r})")
     return f"its last validation ended {gate!r}"
 
 

@@ -14,10 +14,11 @@ from components.common.spans import span_list, window as days_of
 
 
 def _validated(root, day, run, gate, reason=None):
-    path = root / "runs" / f"dt={day}" / run / "validation" / "validation.json"
+    """The validate step's lineage record, as the DAG factory writes it."""
+    path = root / "runs" / f"dt={day}" / run / "lineage" / "validate.json"
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"gate": gate, "override_reason": reason,
-                                "spec": {"run_id": run}}))
+    path.write_text(json.dumps({"figures": {"gate": gate, "override_reason": reason},
+                                "recorded_by": {"run_id": run}}))
 
 
 def test_only_days_whose_validation_passed_are_used(tmp_path):
