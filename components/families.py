@@ -130,11 +130,6 @@ CTR = Family(
                    "description": "Training epochs. Empty: the trainer's tuned default."},
         "min_auc": {"default": 0.6, "type": "number", "minimum": 0, "maximum": 1,
                     "description": "Absolute AUC a candidate must reach to be published."},
-        "override_validation_rules": {
-            "default": None, "type": ["null", "array"], "items": {"type": "string"},
-            "description": "With override_validation_reason: the rule ids it lets through "
-                           "(e.g. click_rate); any other failed rule still stops the run. "
-                           "Empty: the override lets every failed rule through."},
         "ps_count": {"default": 1, "type": "integer", "minimum": 1, "maximum": 64,
                      "description": "Parameter servers of the training cluster (the ID "
                                     "embedding tables are split over them)."},

@@ -39,6 +39,11 @@ def family_params(family: Family) -> dict[str, Param]:
             description="Let a span that fails data validation through anyway; the reason "
                         "and the failed rules are recorded in the run's validation.json "
                         "and run_summary.json. Empty: failed validation stops the run."),
+        "override_validation_rules": Param(
+            None, type=["null", "array"], items={"type": "string"},
+            description="With override_validation_reason: the rule ids it lets through "
+                        "(as the validation report names them, e.g. click_rate); any other "
+                        "failed rule still stops the run. Empty: every failed rule."),
         "include_spans": Param(
             None, type=["null", "array"], items={"type": "string", "format": "date"},
             description="Older days of the window to train on although their validation "

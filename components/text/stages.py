@@ -13,7 +13,8 @@ def validate(ctx: dict, params: dict, upstream: dict) -> dict:
     return {"span_dir": ctx["span_dir"], "out_dir": f"{ctx['run_dir']}/validation",
             "text_config": ctx["config"], "run_id": ctx["run_id"],
             "quarantine_dir": ctx["quarantine_dir"],
-            "override_reason": params.get("override_validation_reason")}
+            "override_reason": params.get("override_validation_reason"),
+            "override_rules": params.get("override_validation_rules")}
 
 
 def preprocess(ctx: dict, params: dict, upstream: dict) -> dict:

@@ -163,6 +163,13 @@ def test_validation_follows_the_users_config_quarantines_and_can_be_overridden(t
     assert "subject" in e.value.summary["failed"][0]["observed"]
     marker = quarantine / "dt=2026-12-01.json"
     assert json.loads(marker.read_text())["run_id"] == "run-1"
+    with pytest.raises(ValidationFailed, match=r"override names other rules, not "
+                                               r"\['required_columns'\]"):
+        validate(TextValidateSpec(span_dir=str(span), out_dir=str(tmp_path / "named"),
+                                  text_config=str(config), quarantine_dir=str(quarantine),
+                                  override_reason="sales queue opens tomorrow",
+                                  override_rules=["expect_column_values_to_be_in_set:queue"]))
+    assert marker.exists()                           # still quarantined
     passed = validate(TextValidateSpec(span_dir=str(span), out_dir=str(tmp_path / "over"),
                                        text_config=str(config), quarantine_dir=str(quarantine),
                                        override_reason="sales queue opens tomorrow"))
