@@ -25,6 +25,7 @@ from components.common.atomic import atomic_dir
 from components.common.paths import artifact_root, raw_span_dir
 from components.common.step import main
 from components.text import config as C
+from components.text import rawdata
 
 log = logging.getLogger("retrain.text.load")
 
@@ -75,8 +76,6 @@ def reviews_frame(negative_max: int = C.NEGATIVE_MAX_RATING,
     return out[keep].reset_index(drop=True), dropped
 
 
-_JSONL = (".jsonl", ".json", ".ndjson", ".jsonl.gz", ".json.gz", ".ndjson.gz")
-_PARQUET = (".parquet", ".pq", ".parquet.brotli")
 DAY_COLUMN = "_day_from_input"
 
 
@@ -87,7 +86,8 @@ def read_input(path: str | Path):
 
     p = Path(path)
     if p.is_dir():
-        files = sorted(f for f in p.rglob("*") if f.is_file() and f.name.endswith(_JSONL + _PARQUET)
+        files = sorted(f for f in p.rglob("*") if f.is_file()
+                       and f.name.endswith(rawdata.JSONL_SUFFIXES + rawdata.PARQUET_SUFFIXES)
                        and not any(part.startswith((".", "_")) for part in f.relative_to(p).parts))
         if not files:
             raise FileNotFoundError(f"no .jsonl[.gz] or .parquet files under {p}")
@@ -97,9 +97,9 @@ def read_input(path: str | Path):
         raise FileNotFoundError(f"input file or folder not found: {p}")
     frames = []
     for f in files:
-        if f.name.endswith(_JSONL):
-            df = pd.read_json(f, lines=True, dtype=False, compression="infer")
-        elif f.name.endswith(_PARQUET):
+        if f.name.endswith(rawdata.JSONL_SUFFIXES):   # the DAG's own reader: same errors
+            df = pd.DataFrame(rawdata.read_rows(f))
+        elif f.name.endswith(rawdata.PARQUET_SUFFIXES):
             df = pd.read_parquet(f)
         else:
             raise ValueError(f"{f}: expected .jsonl[.gz]/.ndjson or .parquet")

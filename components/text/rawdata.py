@@ -15,8 +15,8 @@ from pathlib import Path
 from components.common.errors import BadData
 from components.text.task_config import TextConfig
 
-PARQUET_SUFFIXES = (".parquet",)
-JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson")
+PARQUET_SUFFIXES = (".parquet", ".pq", ".parquet.brotli")
+JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson", ".ndjson.gz")
 SUCCESS_MARKER = "_SUCCESS"
 
 
