@@ -57,9 +57,10 @@ airflow-init: venv
 $(AIRFLOW_STAMP): $(VENV)/.synced scripts/pools.json
 	$(MAKE) airflow-init
 
-## ui: Airflow UI + REST API on http://127.0.0.1:8080 (user admin, password printed), foreground
+## ui: Airflow UI + REST API on http://127.0.0.1:8080 (user admin, password printed), foreground;
+##   api-server, scheduler, dag-processor, triggerer, all listening on 127.0.0.1 only
 ui: $(AIRFLOW_STAMP)
-	scripts/airflow-ui.sh standalone
+	scripts/airflow-ui.sh
 
 ## ui-components: same, but only api-server + scheduler + dag-processor (no triggerer)
 ui-components: $(AIRFLOW_STAMP)

@@ -22,12 +22,17 @@ export AIRFLOW__CORE__PARALLELISM="${AIRFLOW__CORE__PARALLELISM:-4}"
 # UI / REST API only on loopback (the default host is 0.0.0.0).
 export AIRFLOW__API__HOST=127.0.0.1
 export AIRFLOW__API__PORT="${AIRFLOW__API__PORT:-8080}"
+# The scheduler's optional health-check server ([scheduler] enable_health_check, off by
+# default) would bind 0.0.0.0 too. The log servers have no host setting: scripts/airflow-ui.sh
+# runs the scheduler and triggerer with --skip-serve-logs instead.
+export AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_HOST=127.0.0.1
 # Task processes talk to the API server's execution API; its default URL assumes port
 # 8080 on localhost, so derive it from the host and port above.
 export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="${AIRFLOW__CORE__EXECUTION_API_SERVER_URL:-http://${AIRFLOW__API__HOST}:${AIRFLOW__API__PORT}/execution/}"
 # SimpleAuthManager: one fixed admin user; its password lives in this JSON file
 # ({"admin": "<password>"}); scripts/airflow-ui.sh writes it before the first start.
 export AIRFLOW__CORE__AUTH_MANAGER=airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager
+# `admin:admin` is user:role (one user `admin` with the admin role), not a password.
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=admin:admin
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE="$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated"
 # OpenLineage (apache-airflow-providers-openlineage): every task's START/COMPLETE event with
@@ -47,7 +52,7 @@ fi
 # airflow_local_settings from $AIRFLOW_HOME/config.
 mkdir -p "$AIRFLOW_HOME/config"
 ln -sf "$_retrain_root/scripts/airflow_local_settings.py" "$AIRFLOW_HOME/config/airflow_local_settings.py"
-# `airflow standalone` starts its components as `airflow <component>` looked up on PATH.
+# scripts/airflow-ui.sh starts the components as `airflow <component>` looked up on PATH.
 case "${VENV:-.venv}" in
   /*) export PATH="${VENV}/bin:$PATH" ;;
   *) export PATH="$_retrain_root/${VENV:-.venv}/bin:$PATH" ;;

@@ -3,9 +3,15 @@
 # foreground (Ctrl-C stops every component, in about 5-15 s). Login: user `admin`, password printed below
 # and kept in $AIRFLOW_HOME/simple_auth_manager_passwords.json.generated.
 #
-#   scripts/airflow-ui.sh              # `airflow standalone`: api-server, scheduler,
-#                                      # dag-processor and triggerer
+#   scripts/airflow-ui.sh              # api-server, scheduler, dag-processor and triggerer
 #   scripts/airflow-ui.sh components   # only api-server + scheduler + dag-processor
+#
+# Every listening socket is on 127.0.0.1: the api-server binds $AIRFLOW__API__HOST, and the
+# scheduler and triggerer run with --skip-serve-logs. Their log servers (ports 8793/8794)
+# bind every interface and are not needed here: with the LocalExecutor on one machine the
+# api-server reads task logs from the local files. This is also why the script starts the
+# components itself instead of `airflow standalone`, which cannot pass that flag.
+# (`standalone` is still accepted as a name for the default.)
 #
 # RETRAIN_ADMIN_PASSWORD=... sets the password; otherwise one is generated on first start
 # and reused. Expects a migrated DB (`make airflow-init`).
@@ -63,16 +69,21 @@ run_group() {
   stop_group
 }
 
-case "${1:-standalone}" in
-  standalone)
-    run_group airflow standalone
-    ;;
-  components)
-    # Exits (and so stops the rest) as soon as one component exits.
-    run_group bash -c 'airflow api-server & airflow scheduler & airflow dag-processor & wait -n'
-    ;;
+case "${1:-all}" in
+  all|standalone) components=(api-server scheduler dag-processor triggerer) ;;
+  components) components=(api-server scheduler dag-processor) ;;
   *)
-    echo "usage: $0 [standalone|components]" >&2
+    echo "usage: $0 [all|components]" >&2
     exit 2
     ;;
 esac
+# Exits (and so stops the rest) as soon as one component exits.
+run_group bash -c '
+  for c in "$@"; do
+    case "$c" in
+      api-server) airflow api-server --host "$AIRFLOW__API__HOST" --port "$AIRFLOW__API__PORT" & ;;
+      scheduler | triggerer) airflow "$c" --skip-serve-logs & ;;
+      *) airflow "$c" & ;;
+    esac
+  done
+  wait -n' airflow-ui "${components[@]}"

@@ -12,6 +12,7 @@ the test's folder (RETRAIN_SCREENSHOT_DIR copies them elsewhere, e.g. docs/image
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import json
 import os
 import shutil
@@ -24,6 +25,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import psutil
 import pytest
 
 from components.ctr.generate import GenerateSpec, run as generate
@@ -112,7 +114,8 @@ def airflow_server(tmp_path_factory):
                                          f"{base / 'airflow.log'}") from None
                 time.sleep(3)
         assert dag["is_paused"], "a new DAG starts paused"
-        yield {"api": api, "home": home, "today": today, "base": base, "port": port}
+        yield {"api": api, "home": home, "today": today, "base": base, "port": port,
+               "pid": proc.pid}
     finally:
         os.killpg(proc.pid, signal.SIGTERM)       # the script stops every component
         try:
@@ -121,6 +124,25 @@ def airflow_server(tmp_path_factory):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         log.close()
+
+
+def test_every_airflow_socket_listens_on_loopback(airflow_server):
+    """The security default of scripts/airflow-ui.sh: nothing it starts is reachable from
+    another machine (the log servers, which bind every interface, are not started)."""
+    procs = psutil.Process(airflow_server["pid"]).children(recursive=True)
+    listening = {}
+    for p in procs:
+        try:
+            conns = p.net_connections(kind="inet")
+            name = " ".join(p.cmdline()[:3])
+        except psutil.NoSuchProcess:
+            continue
+        for c in conns:
+            if c.status == psutil.CONN_LISTEN:
+                listening[(c.laddr.ip, c.laddr.port)] = name
+    assert ("127.0.0.1", airflow_server["port"]) in listening, listening   # the api-server
+    exposed = {a: n for a, n in listening.items() if not ipaddress.ip_address(a[0]).is_loopback}
+    assert not exposed, f"listening beyond loopback: {exposed}"
 
 
 def test_daily_run_then_shadow_backfill_through_rest(airflow_server):
