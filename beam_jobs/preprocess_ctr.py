@@ -11,6 +11,11 @@ field, non-UTF-8 bytes, truncated or oversize line) goes to `rejected/` as one J
 with its reason, source file, line and byte offset, and is counted in the summary and in
 Beam counters; the job checks rows in = train + eval + rejected. A truncated or corrupt
 gzip file fails the job with its name: a partial read is never taken for the whole file.
+A non-finite number (inf) is a `bad_value` record; a Parquet column whose type is not the
+feature config's (text where a number belongs) fails the job: values are never parsed or
+truncated into another type. Parts are checked first (`components.common.rawfiles`: no
+symlink out of the raw root, no empty file) and after the read (a part that changed while
+it was read fails the job).
 
 Rows travel as Arrow RecordBatches end to end (tf.Transform's TFXIO input), which is
 what makes the DirectRunner usable; the same code runs on Flink/Spark/Dataflow by
@@ -29,6 +34,7 @@ import hashlib
 import io
 import json
 import logging
+import math
 import os
 import shutil
 import time
@@ -194,6 +200,8 @@ def check_record(obj, layout: RawLayout | None = None) -> tuple[str, str] | None
             ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
         else:
             ok = type(value) in (int, float)
+            if ok and not math.isfinite(value):
+                return "bad_value", f"{key}: {value!r} is not a finite number"
         if not ok:
             return "wrong_type", f"{key}: expected {kind}, got {type(value).__name__} {value!r:.40}"
     if obj[layout.label] not in (0, 1):
@@ -211,15 +219,18 @@ def _open(path: str):
 
 
 def read_jsonl_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-                       layout: RawLayout | None = None):
+                       layout: RawLayout | None = None, keep_unknown: bool = False):
     """Yield (raw RecordBatch, [rejected record dicts]) per `batch_size` lines of a JSONL file.
 
     Line numbers are 1-based, offsets are byte offsets in the (uncompressed) stream.
     Blank lines are not records and are skipped. A truncated or corrupt gzip stream
     raises IOError naming the file: a partial read is never passed off as the whole file.
+    `keep_unknown`: fields the layout does not name come along as JSON-text columns after
+    the layout's (validation must see every column; preprocessing ignores them).
     """
     layout = layout or default_layout()
     columns = {k: [] for k, _ in layout.columns}
+    unknown = _Unknown(layout) if keep_unknown else None
     rejects: list[dict] = []
     n_lines = 0
     offset = lineno = 0
@@ -232,6 +243,8 @@ def read_jsonl_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT
         nonlocal columns, rejects, n_lines
         batch = pa.RecordBatch.from_arrays(
             [pa.array(columns[k], type=f.type) for k, f in zip(columns, schema)], schema=schema)
+        if unknown is not None:
+            batch = unknown.attach(batch)
         out = (batch, rejects)
         columns, rejects, n_lines = {k: [] for k, _ in layout.columns}, [], 0
         return out
@@ -257,7 +270,7 @@ def read_jsonl_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT
                     n_lines += 1
                 else:
                     n_lines += _parse_line(line, path, lineno, start, decode, layout, columns,
-                                           rejects, nan)
+                                           rejects, nan, unknown)
                 if n_lines >= batch_size:
                     yield flush()
     except (EOFError, OSError, zlib.error) as e:
@@ -267,7 +280,35 @@ def read_jsonl_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT
         yield flush()
 
 
-def _parse_line(line: bytes, path, lineno, start, decode, layout, columns, rejects, nan) -> int:
+class _Unknown:
+    """Fields of accepted records that the layout does not name, as JSON text, one column
+    per field (null where a record lacks it)."""
+
+    def __init__(self, layout: RawLayout):
+        self.known = {k for k, _ in layout.columns}
+        self.first = layout.columns[0][0]
+        self.values: dict[str, list] = {}
+
+    def add(self, obj: dict, columns: dict) -> None:
+        row = len(columns[self.first])   # called before the row is appended
+        for key in obj.keys() - self.known:
+            col = self.values.setdefault(key, [])
+            col.extend([None] * (row - len(col)))
+            col.append(json.dumps(obj[key]))
+
+    def attach(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        arrays, names = list(batch.columns), list(batch.schema.names)
+        for key in sorted(self.values):
+            col = self.values[key]
+            col.extend([None] * (batch.num_rows - len(col)))
+            arrays.append(pa.array(col, pa.large_string()))
+            names.append(key)
+        self.values = {}
+        return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _parse_line(line: bytes, path, lineno, start, decode, layout, columns, rejects, nan,
+                unknown: _Unknown | None = None) -> int:
     """Parse one line into `columns` or `rejects`; return 1 if it was a record, 0 if blank."""
     try:
         text = line.decode("utf-8")
@@ -291,12 +332,33 @@ def _parse_line(line: bytes, path, lineno, start, decode, layout, columns, rejec
     if problem:
         rejects.append(_reject(*problem, path, lineno, start, text))
         return 1
+    if unknown is not None:
+        unknown.add(obj, columns)
     for key, kind in layout.columns:
         value = obj.get(key)
         if value is None:
             value = nan if kind == "float" else []
         columns[key].append(value)
     return 1
+
+
+def _or(a, b):
+    return b if a is None else a if b is None else pc.or_(a, b)
+
+
+def _parquet_type_fits(kind: str, t: pa.DataType) -> bool:
+    """Whether a Parquet column of type `t` holds values of `kind` as they are: widening
+    only (int32 -> int64, int -> float); text is never parsed into numbers."""
+    if pa.types.is_null(t):
+        return True
+    if kind == "str":
+        return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+    if kind == "int":
+        return pa.types.is_integer(t)
+    if kind == "float":
+        return pa.types.is_integer(t) or pa.types.is_floating(t)
+    return ((pa.types.is_list(t) or pa.types.is_large_list(t))
+            and _parquet_type_fits("str", t.value_type))
 
 
 def read_parquet_batches(path: str, batch_size: int, layout: RawLayout | None = None):
@@ -316,6 +378,11 @@ def read_parquet_batches(path: str, batch_size: int, layout: RawLayout | None = 
         missing = [k for k in kinds if k not in names]
         if missing:
             raise ValueError(f"{path}: required column(s) {missing} not in the file")
+        wrong = {k: pf.schema_arrow.field(k).type for k in kinds
+                 if not _parquet_type_fits(kinds[k], pf.schema_arrow.field(k).type)}
+        if wrong:
+            raise ValueError(f"{path}: column(s) of the wrong type, not cast: " + "; ".join(
+                f"{k!r} is {t}, the feature config reads {kinds[k]}" for k, t in wrong.items()))
         for batch in pf.iter_batches(batch_size=batch_size, columns=list(kinds)):
             arrays = []
             for field in schema:
@@ -324,20 +391,28 @@ def read_parquet_batches(path: str, batch_size: int, layout: RawLayout | None = 
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
                     raise ValueError(f"{path}: column {field.name!r} of type "
                                      f"{batch.column(field.name).type} is not {field.type}: {e}")
-            bad = None
+            missing = bad_value = None
             for field, arr in zip(schema, arrays):
                 if kinds[field.name] not in ("float", "str_list") and arr.null_count:
-                    nulls = arr.is_null()
-                    bad = nulls if bad is None else pc.or_(bad, nulls)
+                    missing = _or(missing, arr.is_null())
+                if kinds[field.name] == "float":
+                    bad_value = _or(bad_value, pc.fill_null(pc.is_inf(arr), False))
             rejects = []
             table = pa.RecordBatch.from_arrays(arrays, schema=schema)
+            bad = _or(missing, bad_value)
             if bad is not None:
                 bad_rows = np.flatnonzero(bad.to_numpy(zero_copy_only=False))
                 for i, row in zip(bad_rows, table.take(pa.array(bad_rows)).to_pylist()):
                     nulls = [k for k, v in row.items()
                              if v is None and kinds[k] not in ("float", "str_list")]
-                    rejects.append(_reject("missing_field", f"{', '.join(nulls)} null", path,
-                                           row0 + int(i) + 1, None, json.dumps(row, default=str)))
+                    if nulls:
+                        reason, detail = "missing_field", f"{', '.join(nulls)} null"
+                    else:
+                        reason, detail = "bad_value", ", ".join(
+                            f"{k}: {v!r} is not a finite number" for k, v in row.items()
+                            if kinds[k] == "float" and v is not None and not math.isfinite(v))
+                    rejects.append(_reject(reason, detail, path, row0 + int(i) + 1, None,
+                                           json.dumps(row, default=str)))
                 table = table.filter(pc.invert(bad))
             row0 += batch.num_rows
             yield table, rejects
@@ -694,6 +769,7 @@ def _analyze(pipeline, args, files, sets: list[AnalysisSet], preprocessing_fn, t
 def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     """Build and run the pipeline; return (and write) the run summary."""
     import tensorflow_transform.beam as tft_beam
+    from components.common import rawfiles
     from components.common.atomic import atomic_dir, write_json
     from components.ctr import feature_config
     from components.ctr.transform import make_preprocessing_fn
@@ -703,6 +779,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     layout = RawLayout.of(cfg)
     preprocessing_fn = make_preprocessing_fn(cfg)
     files = window_files(args.raw_root, args.span, args.window_days, args.exclude_spans)
+    # Refuses symlinks out of the root and empty parts; checked again after the read.
+    inputs = rawfiles.snapshot([f for parts in files.values() for f in parts], args.raw_root)
     options = PipelineOptions(beam_args)
     options.view_as(SetupOptions).save_main_session = save_main_session
     started = time.time()
@@ -749,6 +827,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                         _ = ((transformed, metadata)
                              | f"Write{split}" >> WriteTransformedShards(str(tmp / split)))
         result = pipeline.result
+        rawfiles.verify_unchanged(inputs)   # analysis and transform read the same bytes
         # Committed values where the runner has them (DirectRunner, Dataflow, Flink).
         counters = beam_counters(result, NAMESPACE)
         summary = {

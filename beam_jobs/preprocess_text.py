@@ -207,6 +207,7 @@ def _class_counts(records, task_labels: dict[str, list[str]]) -> dict:
 
 def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     """Build and run the pipeline; return (and write) the run summary."""
+    from components.common import rawfiles
     from components.common.atomic import atomic_dir, write_json
 
     args, beam_args = parse_args(argv)
@@ -215,6 +216,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     cfg = T.load_for(args.text_config)
     labels = cfg.task_labels
     files = window_files(Path(args.raw_root), args.span, args.window_days, args.exclude_spans)
+    inputs = rawfiles.snapshot([p for _, p in files], args.raw_root)
     options = PipelineOptions(beam_args)
     options.view_as(SetupOptions).save_main_session = save_main_session
     started = time.time()
@@ -244,6 +246,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                      | f"WriteStats{split}" >> beam.Map(
                          lambda s, name=split: write_json(tmp / f"_stats_{name}.json", s)))
         result = pipeline.result
+        rawfiles.verify_unchanged(inputs)   # a part still being written: no output
         counters = beam_counters(result, NAMESPACE)
         dups = _read_and_remove(tmp / "_dups.json") or {}
         stats = {s: _read_and_remove(tmp / f"_stats_{s}.json") for s in (TRAIN_DIR, EVAL_DIR)}

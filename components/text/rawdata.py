@@ -12,6 +12,7 @@ import gzip
 import json
 from pathlib import Path
 
+from components.common import rawfiles
 from components.common.errors import BadData
 from components.text.task_config import TextConfig
 
@@ -33,6 +34,7 @@ def span_parts(span_dir: str | Path, require_marker: bool = True) -> list[Path]:
     if not parts:
         raise FileNotFoundError(f"span {span_dir} has no part-*.parquet or part-*.jsonl[.gz] "
                                 "files")
+    rawfiles.snapshot(parts, span_dir.parent)   # UnsafeInput: outside the root, empty
     return parts
 
 

@@ -232,3 +232,29 @@ def test_a_reuploaded_day_is_analysed_again(home, tmp_path):
     later = time.time() + 5
     os.utime(part, (later, later))            # the producer rewrote the day
     assert run("c") == {"2026-11-03_rest": "computed"}
+
+
+def test_a_part_that_grows_while_read_fails_the_job_and_writes_nothing(home, tmp_path,
+                                                                      monkeypatch):
+    """A producer still appending after `_SUCCESS`: analysis and transform would see
+    different rows, so the job fails naming the file, and no output appears."""
+    from beam_jobs import preprocess_ctr
+    from components.common.rawfiles import ChangedWhileRead
+    day = tmp_path / "raw" / f"dt={SPAN}"
+    day.mkdir(parents=True)
+    rows = pq.read_table(home / "raw" / "ctr" / f"dt={SPAN}" / "part-00000.parquet").to_pylist()
+    part = day / "part-00000.jsonl"
+    part.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (day / "_SUCCESS").touch()
+    read = preprocess_ctr.read_batches
+
+    def still_written(path, *args, **kwargs):
+        yield from read(path, *args, **kwargs)
+        with open(path, "a") as f:      # the producer appends one more record
+            f.write(json.dumps({**rows[0], F.EXAMPLE_ID_KEY: f"late-{time.time_ns()}"}) + "\n")
+
+    monkeypatch.setattr(preprocess_ctr, "read_batches", still_written)
+    with pytest.raises(ChangedWhileRead, match=r"part-00000.jsonl \(\d+ -> \d+ bytes\)"):
+        preprocess_ctr.run(["--raw-root", str(tmp_path / "raw"), "--span", SPAN,
+                            "--window-days", "1", "--output-dir", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()

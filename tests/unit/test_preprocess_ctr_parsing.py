@@ -69,6 +69,8 @@ def test_check_record_reasons():
     assert job.check_record(good(1, hour=2**70))[0] == "wrong_type"
     assert job.check_record("x")[0] == "not_an_object"
     assert job.check_record(good(1, click=None))[0] == "missing_field"
+    assert job.check_record(good(1, price=float("inf"))) == (
+        "bad_value", "price: inf is not a finite number")
 
 
 def test_jsonl_reader_rejects_each_malformed_kind_with_its_place(tmp_path):
@@ -113,6 +115,42 @@ def test_parquet_rows_with_null_required_fields_are_rejected(tmp_path):
     assert [(r["line"], r["reason"]) for r in rejects] == [(3, "missing_field"),
                                                            (5, "missing_field")]
     assert "user_id" in rejects[0]["detail"] and "e2" in rejects[0]["record"]
+
+
+def test_parquet_infinite_numbers_are_rejected_rows(tmp_path):
+    rows = [good(i) for i in range(4)]
+    rows[1]["price"] = float("inf")
+    rows[3]["user_past_clicks"] = float("-inf")
+    path = tmp_path / "part-00000.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    batches = list(job.read_parquet_batches(str(path), batch_size=10))
+    assert [r["example_id"] for b, _ in batches for r in b.to_pylist()] == ["e0", "e2"]
+    rejects = [r for _, rs in batches for r in rs]
+    assert [(r["line"], r["reason"], r["detail"]) for r in rejects] == [
+        (2, "bad_value", "price: inf is not a finite number"),
+        (4, "bad_value", "user_past_clicks: -inf is not a finite number")]
+
+
+@pytest.mark.parametrize("column,value", [("hour", "7"), ("user_id", 17), ("price", "9.5")])
+def test_a_parquet_column_of_the_wrong_type_fails_naming_file_and_column(tmp_path, column,
+                                                                        value):
+    """Text is never parsed into numbers, nor numbers into text: the job fails as its
+    README says (Arrow's cast would turn "7" into 7 silently)."""
+    path = tmp_path / "part-00000.parquet"
+    pq.write_table(pa.Table.from_pylist([good(i, **{column: value}) for i in range(3)]), path)
+    with pytest.raises(ValueError, match=rf"part-00000.parquet: column\(s\) of the wrong type, "
+                                         rf"not cast: '{column}' is "):
+        list(job.read_parquet_batches(str(path), batch_size=10))
+
+
+def test_jsonl_reader_can_keep_the_fields_the_config_does_not_name(tmp_path):
+    """For validation: unknown fields come back as JSON text, null where a record lacks one."""
+    path = write_jsonl(tmp_path / "part-0.jsonl.gz", [line(good(0)), line(good(1, coupon=[1])),
+                                                     line(good(2))])
+    (batch, _), = job.read_jsonl_batches(path, batch_size=10, keep_unknown=True)
+    assert batch.column("coupon").to_pylist() == [None, "[1]", None]
+    (plain, _), = job.read_jsonl_batches(path, batch_size=10)
+    assert "coupon" not in plain.schema.names
 
 
 def test_read_split_dofn_routes_rows_and_dead_letters_in_a_pipeline(tmp_path):

@@ -175,3 +175,20 @@ def test_validation_follows_the_users_config_quarantines_and_can_be_overridden(t
                                        override_reason="sales queue opens tomorrow"))
     assert passed["gate"] == "overridden" and not marker.exists()
     assert passed["override_reason"] == "sales queue opens tomorrow"
+
+
+def test_text_spans_refuse_symlinks_out_of_the_root_and_empty_parts(tmp_path):
+    from components.common.rawfiles import UnsafeInput
+    from components.text import rawdata
+    day = tmp_path / "raw" / "dt=2026-11-01"
+    day.mkdir(parents=True)
+    (day / "part-0.jsonl").write_text('{"text": "fine", "label": "pos"}\n')
+    (day / "_SUCCESS").touch()
+    assert rawdata.span_parts(day) == [day / "part-0.jsonl"]
+    (day / "part-1.jsonl").symlink_to("/etc/passwd")
+    with pytest.raises(UnsafeInput, match="part-1.jsonl is a symlink to /etc/passwd, outside"):
+        rawdata.span_parts(day)
+    (day / "part-1.jsonl").unlink()
+    (day / "part-1.jsonl.gz").write_bytes(b"")
+    with pytest.raises(UnsafeInput, match=r"part-1.jsonl.gz is empty \(0 bytes\)"):
+        rawdata.span_parts(day)
