@@ -13,7 +13,14 @@ CombineFn. What it keeps is bounded by configuration, not by the span's size:
   mergeable summary: counts are underestimated by at most `topk_error_bound`);
 - the label rate, a content fingerprint per part (order-free sum of example-id hashes,
   so a duplicated upload shows), the example-id KMV sketch (overlap with another span);
-- a bounded uniform reservoir sample of raw rows (bottom-k by random priority).
+- a bounded uniform reservoir sample of raw rows (bottom-k by random priority);
+- non-finite numbers per column, and JSONL records the reader could not use, by reason,
+  with a few examples (a record it cannot parse is not a row of the span).
+
+JSONL fields the feature config does not name come along as text, so the schema rule
+sees every column, as it does for Parquet. Parts are checked as preprocessing checks
+them (`components.common.rawfiles`): none outside the raw root, none empty, none changed
+while read.
 
 Writes `<output>/stats.json` and `<output>/sample.parquet` atomically.
 
@@ -28,6 +35,7 @@ import hashlib
 import json
 import logging
 import math
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -39,6 +47,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
+from components.common import rawfiles
 from components.ctr import features as F
 
 log = logging.getLogger("retrain.span_stats")
@@ -48,6 +57,7 @@ SAMPLE_FILE = "sample.parquet"
 PART_GLOB = "part-*.parquet"
 PRIO = "__priority"
 STATS_VERSION = 1
+REJECT_EXAMPLES = 5   # rejected records kept in the stats, to name in a failure
 _TWO64 = float(2 ** 64)
 
 # Columns summarised as categories (top values + distinct count) for the generated logs:
@@ -67,7 +77,7 @@ def column_roles(fc) -> dict:
     return {"topk_columns": (*cats, fc.label),
             "distinct_columns": (fc.example_id, *cats, fc.label),
             "example_id": fc.example_id, "label": fc.label,
-            "columns": tuple(kinds.items())}
+            "columns": (*kinds.items(), *fc.validation.extra_columns)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,12 +179,12 @@ def _is_numeric(t: pa.DataType) -> bool:
 class _Col:
     """Partial statistics of one column."""
 
-    __slots__ = ("types", "rows", "nulls", "n", "mean", "m2", "min", "max", "q_prio",
-                 "q_vals", "top", "top_dec", "kmv")
+    __slots__ = ("types", "rows", "nulls", "nonfinite", "n", "mean", "m2", "min", "max",
+                 "q_prio", "q_vals", "top", "top_dec", "kmv")
 
     def __init__(self):
         self.types: set[str] = set()
-        self.rows = self.nulls = 0
+        self.rows = self.nulls = self.nonfinite = 0
         self.n, self.mean, self.m2 = 0, 0.0, 0.0
         self.min = self.max = None
         self.q_prio = np.empty(0)
@@ -187,6 +197,7 @@ class _Col:
         self.types |= o.types
         self.rows += o.rows
         self.nulls += o.nulls
+        self.nonfinite += o.nonfinite
         if o.n:
             if self.n == 0:
                 self.n, self.mean, self.m2 = o.n, o.mean, o.m2
@@ -218,12 +229,17 @@ class Partial:
 
     def __init__(self):
         self.rows = 0
+        self.rejected: dict[str, int] = {}   # records the reader could not use, by reason
+        self.reject_examples: list[dict] = []
         self.cols: dict[str, _Col] = {}
         self.parts: dict[str, dict] = {}  # file -> rows, fingerprint, schema
         self.sample: pa.Table | None = None
 
     def merge(self, o: "Partial", cfg: StatsConfig) -> "Partial":
         self.rows += o.rows
+        for reason, n in o.rejected.items():
+            self.rejected[reason] = self.rejected.get(reason, 0) + n
+        self.reject_examples = (self.reject_examples + o.reject_examples)[:REJECT_EXAMPLES]
         for name, col in o.cols.items():
             self.cols.setdefault(name, _Col()).merge(col, cfg)
         for f, p in o.parts.items():
@@ -263,7 +279,11 @@ def batch_partial(batch: pa.RecordBatch, part: str, key: str, cfg: StatsConfig) 
         if pa.types.is_floating(arr.type):
             valid = pc.and_(valid, pc.invert(pc.is_nan(arr)))
             valid = pc.fill_null(valid, False)
-        c.nulls = n - int(pc.sum(valid).as_py() or 0)
+            inf = pc.fill_null(pc.is_inf(arr), False)
+            c.nonfinite = int(pc.sum(inf).as_py() or 0)
+        c.nulls = n - int(pc.sum(valid).as_py() or 0) - c.nonfinite
+        if c.nonfinite:   # +-inf is neither a null nor a value the moments can use
+            valid = pc.and_(valid, pc.invert(inf))
         if _is_numeric(arr.type) and c.nulls < n:
             mask = valid.to_numpy(zero_copy_only=False)
             vals = arr.to_numpy(zero_copy_only=False)[mask].astype(np.float64)
@@ -302,8 +322,13 @@ class SpanStatsFn(beam.CombineFn):
         return Partial()
 
     def add_input(self, acc, element):
-        part, key, batch = element
-        return acc.merge(batch_partial(batch, part, key, self.cfg), self.cfg)
+        part, key, batch, rejects = element
+        partial = batch_partial(batch, part, key, self.cfg)
+        for r in rejects:
+            partial.rejected[r["reason"]] = partial.rejected.get(r["reason"], 0) + 1
+        partial.reject_examples = [{k: r[k] for k in ("reason", "detail", "source", "line")}
+                                   for r in rejects[:REJECT_EXAMPLES]]
+        return acc.merge(partial, self.cfg)
 
     def merge_accumulators(self, accumulators):
         it = iter(accumulators)
@@ -317,9 +342,10 @@ class SpanStatsFn(beam.CombineFn):
 
 
 class ReadBatches(beam.DoFn):
-    """(file, row group) -> (file name, batch key, Arrow record batch). JSONL parts (row
-    group -1) are read whole with the preprocessing job's reader and the config's columns
-    (malformed lines are left out here; preprocessing reports them)."""
+    """(file, row group) -> (file name, batch key, Arrow record batch, rejected records).
+    JSONL parts (row group -1) are read whole with the preprocessing job's reader: the
+    config's columns (and extra columns), every other field as JSON text (so the schema
+    rule sees it), records it cannot use counted by reason (the rejected-rate rule)."""
 
     def __init__(self, batch_size: int, columns: tuple = (), label: str = F.LABEL_KEY,
                  example_id: str = F.EXAMPLE_ID_KEY):
@@ -333,20 +359,20 @@ class ReadBatches(beam.DoFn):
             from beam_jobs.preprocess_ctr import RawLayout, default_layout, read_jsonl_batches
             layout = (RawLayout(self.columns, self.label, self.example_id) if self.columns
                       else default_layout())
-            for i, (batch, _) in enumerate(read_jsonl_batches(path, self.batch_size,
-                                                              layout=layout)):
+            for i, (batch, rejects) in enumerate(read_jsonl_batches(
+                    path, self.batch_size, layout=layout, keep_unknown=True)):
                 # JSON numbers are doubles; the reader's float32 is the model's choice.
                 batch = pa.RecordBatch.from_arrays(
                     [c.cast(pa.float64()) if pa.types.is_floating(c.type) else c
                      for c in batch.columns], names=batch.schema.names)
                 self.rows.inc(batch.num_rows)
-                yield Path(path).name, f"{Path(path).name}:{i}", batch
+                yield Path(path).name, f"{Path(path).name}:{i}", batch, rejects
             return
         pf = pq.ParquetFile(path)
         for i, batch in enumerate(pf.iter_batches(batch_size=self.batch_size,
                                                   row_groups=[row_group])):
             self.rows.inc(batch.num_rows)
-            yield Path(path).name, f"{Path(path).name}:{row_group}:{i}", batch
+            yield Path(path).name, f"{Path(path).name}:{row_group}:{i}", batch, []
 
 
 # --------------------------------------------------------------------------- output
@@ -356,8 +382,9 @@ def finalize(acc: Partial, cfg: StatsConfig, span_dir: str) -> tuple[dict, pa.Ta
     """The stats document (JSON-ready) and the sample table."""
     columns = {}
     for name, c in acc.cols.items():
-        d = {"types": sorted(c.types), "count": c.rows - c.nulls, "nulls": c.nulls,
-             "null_rate": c.nulls / c.rows if c.rows else None}
+        d = {"types": sorted(c.types), "count": c.rows - c.nulls - c.nonfinite,
+             "nulls": c.nulls, "null_rate": c.nulls / c.rows if c.rows else None,
+             "nonfinite": c.nonfinite}
         if c.n:
             q = np.linspace(0, 1, 101)
             d["numeric"] = {
@@ -390,6 +417,9 @@ def finalize(acc: Partial, cfg: StatsConfig, span_dir: str) -> tuple[dict, pa.Ta
         "span_dir": str(span_dir),
         "span": Path(span_dir).name,
         "rows": acc.rows,
+        "rejected_rows": sum(acc.rejected.values()),
+        "rejected_by_reason": dict(sorted(acc.rejected.items())),
+        "rejected_examples": acc.reject_examples,
         "label_rate": label["mean"] if label else None,
         "columns": columns,
         "parts": parts,
@@ -428,6 +458,7 @@ def work_items(span_dir: Path) -> list[tuple[str, int]]:
     parts = sorted(span_dir.glob(PART_GLOB))
     if not parts and not jsonl:
         raise FileNotFoundError(f"no {PART_GLOB} or part-*.jsonl[.gz] files in {span_dir}")
+    rawfiles.snapshot([*jsonl, *parts], span_dir.parent)   # refuse before reading
     items = [(str(p), -1) for p in jsonl]
     for p in parts:
         try:
@@ -476,8 +507,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     return p.parse_known_args(argv)
 
 
-def build(pipeline, span_dir: str, output_dir: str, cfg: StatsConfig):
-    items = work_items(Path(span_dir))
+def build(pipeline, span_dir: str, output_dir: str, cfg: StatsConfig, items=None):
+    items = work_items(Path(span_dir)) if items is None else items
     return (pipeline
             | "RowGroups" >> beam.Create(items)
             | "ReadBatches" >> beam.ParDo(ReadBatches(cfg.batch_size, cfg.columns, cfg.label,
@@ -489,10 +520,8 @@ def build(pipeline, span_dir: str, output_dir: str, cfg: StatsConfig):
 def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     """Compute and write the span's statistics; return a short summary."""
     args, beam_args = parse_args(argv)
-    roles = {}
-    if args.feature_config:
-        from components.ctr import feature_config
-        roles = column_roles(feature_config.load(args.feature_config))
+    from components.ctr import feature_config
+    roles = column_roles(feature_config.load_for(args.feature_config))
     cfg = StatsConfig(sample_rows=args.sample_rows, quantile_sample=args.quantile_sample,
                       kmv_k=args.kmv_k, topk_capacity=args.topk_capacity, top_k=args.top_k,
                       batch_size=args.batch_size, seed=args.seed, **roles)
@@ -502,11 +531,22 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     span_dir = Path(args.span_dir)
     if not span_dir.is_dir():
         raise FileNotFoundError(f"span directory does not exist: {span_dir}")
+    out = Path(args.output_dir).resolve()
+    if out == span_dir.resolve() or out in span_dir.resolve().parents:
+        raise ValueError(f"--output-dir {args.output_dir} holds the span {span_dir}: "
+                         "writing it would replace the raw data")
     options = PipelineOptions(beam_args)
     options.view_as(SetupOptions).save_main_session = save_main_session
+    items = work_items(span_dir)
+    inputs = rawfiles.snapshot(sorted({p for p, _ in items}), span_dir.parent)
     t0 = time.perf_counter()
     with beam.Pipeline(options=options) as pipeline:
-        build(pipeline, str(span_dir), args.output_dir, cfg)
+        build(pipeline, str(span_dir), args.output_dir, cfg, items)
+    try:
+        rawfiles.verify_unchanged(inputs)
+    except rawfiles.ChangedWhileRead:   # statistics of a part still being written
+        shutil.rmtree(args.output_dir, ignore_errors=True)
+        raise
     seconds = time.perf_counter() - t0
     stats_path = Path(args.output_dir) / STATS_FILE
     with open(stats_path) as f:

@@ -619,13 +619,15 @@ THRESHOLDS = {
     "max_null_rate": 0.2,                            # per numeric feature
     "max_null_rate_increase": 0.05,                  # per numeric feature, vs previous span
     "max_duplicate_rate": 0.02,                      # share of duplicated example ids
+    "max_rejected_rate": 0.001,                      # JSONL records the reader cannot use
     "max_previous_overlap": 0.01,                    # ids also in the previous span
     "max_row_ratio": 3.0,                            # rows within [avg / r, avg * r] of
     "history_days": 7,                               # ... the last history_days spans
 }
 _INT_THRESHOLDS = ("min_rows", "max_rows", "history_days")
 _SHARE_THRESHOLDS = ("min_label_rate", "max_label_rate", "max_null_rate",
-                     "max_null_rate_increase", "max_duplicate_rate", "max_previous_overlap")
+                     "max_null_rate_increase", "max_duplicate_rate", "max_previous_overlap",
+                     "max_rejected_rate")
 _DRIFT_METRICS = {"categorical": ("js", "linf"), "numeric": ("psi", "ks")}
 
 

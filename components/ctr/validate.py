@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from components.common import quarantine
+from components.common import quarantine, rawfiles
 from components.common.atomic import atomic_dir, read_json, write_json
 from components.common.errors import ValidationFailed  # noqa: F401  (raised here)
 from components.common.jsonable import jsonable as _jsonable
@@ -65,6 +65,7 @@ class ValidateSpec:
     max_null_rate: float | None = None  # per numeric feature
     max_null_rate_increase: float | None = None  # per numeric feature, vs the previous span
     max_duplicate_rate: float | None = None  # share of rows whose example id is a duplicate
+    max_rejected_rate: float | None = None  # share of JSONL records the reader cannot use
     max_previous_overlap: float | None = None  # share of example ids also in the previous span
     max_row_ratio: float | None = None  # rows within [avg / r, avg * r] of the recent spans
     drift_thresholds: dict | None = None  # {feature: {metric, max, severity}} overrides
@@ -111,6 +112,9 @@ def run(spec: ValidateSpec) -> dict:
             previous_span=previous and previous.get("span"),
             history_spans=[h.get("span") for h in history],
             overlap_with_previous=overlap,
+            rejected={"rows": stats.get("rejected_rows", 0),
+                      "by_reason": stats.get("rejected_by_reason", {}),
+                      "examples": stats.get("rejected_examples", [])},
             parts_schema_diffs=_parts_schema_diffs(stats),
             stats=str(out_dir / STATS_DIR / "stats.json"),
             sample=str(out_dir / STATS_DIR / "sample.parquet"),
@@ -189,7 +193,7 @@ def with_thresholds(spec: ValidateSpec) -> ValidateSpec:
     validation = feature_config.load_for(spec.feature_config).validation
     names = ("min_rows", "max_rows", "min_click_rate", "max_click_rate", "max_null_rate",
              "max_null_rate_increase", "max_duplicate_rate", "max_previous_overlap",
-             "max_row_ratio", "history_days")
+             "max_rejected_rate", "max_row_ratio", "history_days")
     return dataclasses.replace(spec, **{
         n: validation.threshold(_SPEC_TO_CONFIG.get(n, n)) for n in names
         if getattr(spec, n) is None})
@@ -205,7 +209,7 @@ def _check_spec(spec: ValidateSpec) -> None:
         raise ValueError(f"need 0 <= min_click_rate <= max_click_rate <= 1, got "
                          f"{spec.min_click_rate}, {spec.max_click_rate}")
     for name in ("max_null_rate", "max_null_rate_increase", "max_duplicate_rate",
-                 "max_previous_overlap"):
+                 "max_previous_overlap", "max_rejected_rate"):
         if not 0 <= getattr(spec, name) <= 1:
             raise ValueError(f"{name} must be in [0, 1], got {getattr(spec, name)}")
     if spec.max_row_ratio < 1:
@@ -232,6 +236,7 @@ def _find_parts(span_dir: Path, require_marker: bool) -> list[Path]:
         raise FileNotFoundError(
             f"span {span_dir} has no part-*.parquet or part-*.jsonl[.gz] files "
             f"(found: {present or 'nothing'})")
+    rawfiles.snapshot(parts, span_dir.parent)   # UnsafeInput: outside the root, empty
     return parts
 
 
@@ -285,7 +290,9 @@ def _history(spec: ValidateSpec, span_dir: Path, ref_dir: Path):
                                       spec.sample_rows, spec.feature_config)
                 notes.append(f"previous span {d} had no validated stats: computed them "
                              f"(reference/dt={d})")
-        if found is not None:
+        if found is not None and not found.get("rows"):
+            notes.append(f"span {d} has no usable rows: not a reference")
+        elif found is not None:
             found.setdefault("span", f"dt={d.isoformat()}")
             history.append(found)
     prev_name = f"dt={(day - dt.timedelta(days=1)).isoformat()}"
@@ -482,10 +489,28 @@ def _item(f: dict) -> str:
 
 
 def failure_message(summary: dict) -> str:
-    """One readable paragraph naming every failed error rule with its observed value."""
-    items = "; ".join(_item(f) for f in summary["failed"])
+    """One readable paragraph naming every failed error rule with its observed value. A
+    span with no usable row says so first; the rules that only found its columns empty
+    are counted, not listed."""
+    failed = summary["failed"]
+    if summary.get("rows") == 0:
+        failed = [f for f in failed if f["observed"] != "column missing"]
+    items = "; ".join(_item(f) for f in failed)
     msg = (f"span {summary['span']} failed {summary['n_failed']} error rule(s) of "
            f"{summary['n_expectations']} expectations" + (f": {items}" if items else ""))
+    rejected = summary.get("rejected") or {}
+    why = ""
+    if rejected.get("rows"):
+        ex = (rejected.get("examples") or [{}])[0]
+        why = (f"{rejected['rows']} record(s) the reader cannot use "
+               f"({', '.join(f'{r} {n}' for r, n in rejected['by_reason'].items())}"
+               + (f"; e.g. {Path(ex['source']).name} line {ex['line']}: {ex['detail']}"
+                  if ex else "") + ")")
+    if summary.get("rows") == 0:
+        msg = (f"span {summary['span']} has no usable rows" + (f": {why}" if why else "")
+               + f"; {msg} (the others found its columns empty)")
+    elif why:
+        msg += f"; {why}"
     diffs = summary.get("parts_schema_diffs")
     if diffs:
         msg += f"; parquet parts differ in schema: {'; '.join(diffs)}"

@@ -47,6 +47,7 @@ class Rules:
     expected_columns: tuple[str, ...]
     never_null: tuple[str, ...]
     numeric: tuple[str, ...]
+    floats: tuple[str, ...]     # columns read as numbers: +-inf is an error there
     arrow_types: dict
     pandas_types: dict
     ranges: dict
@@ -68,6 +69,7 @@ def rules_for(fc=None) -> Rules:
         example_id=fc.example_id, label=fc.label, expected_columns=tuple(kinds),
         never_null=tuple(k for k, t in kinds.items() if t in ("str", "int")),
         numeric=tuple(fc.numeric_features()),
+        floats=tuple(k for k, t in kinds.items() if t == "float"),
         arrow_types={k: _ARROW[t] for k, t in kinds.items() if t != "str_list"},
         pandas_types={k: _PANDAS[t] for k, t in kinds.items() if t in _PANDAS},
         ranges={c: (lo, hi) for c, lo, hi in v.ranges},
@@ -158,15 +160,19 @@ def stats_row(stats: dict, previous: dict | None, history: list[dict],
     """The one-row statistics table the `stats` suite runs on."""
     rules = rules or rules_for()
     row: dict[str, Any] = {"rows": stats["rows"], "click_rate": stats.get("label_rate")}
+    rejected = stats.get("rejected_rows", 0)
+    records = stats["rows"] + rejected
+    row["rejected_rate"] = rejected / records if records else 0.0
     for name, col in stats["columns"].items():
         row[f"{name}__null_rate"] = col["null_rate"]
         row[f"{name}__type"] = "|".join(col["types"])
+        row[f"{name}__nonfinite"] = col.get("nonfinite", 0)
         num = col.get("numeric")
         if num:
             row[f"{name}__min"], row[f"{name}__max"] = num["min"], num["max"]
-        if previous and name in previous["columns"] and name in rules.numeric:
-            row[f"{name}__null_rate_increase"] = (
-                col["null_rate"] - previous["columns"][name]["null_rate"])
+        before = (previous or {}).get("columns", {}).get(name, {}).get("null_rate")
+        if name in rules.numeric and before is not None and col["null_rate"] is not None:
+            row[f"{name}__null_rate_increase"] = col["null_rate"] - before
     ex = stats["columns"].get(rules.example_id)
     if ex and ex.get("count"):
         row["example_id__duplicate_rate"] = max(0.0, 1.0 - ex["distinct"] / ex["count"])
@@ -236,7 +242,12 @@ def build_suites(spec, previous: dict | None, history: list[dict], rules: Rules 
                 "example_id__duplicate_rate", None, spec.max_duplicate_rate),
         between("duplicates:parts", ERROR, "no two parts with the same content",
                 "duplicated_parts", None, 0),
+        between("parse:rejected", ERROR, f"share of records the reader cannot use at most "
+                f"{spec.max_rejected_rate}", "rejected_rate", None, spec.max_rejected_rate),
     ]
+    for c in rules.floats:
+        s.append(between(f"finite:{c}", ERROR, f"{c} has no infinite values",
+                         f"{c}__nonfinite", None, 0))
     for c, t in rules.arrow_types.items():
         s.append(_exp(gxe.ExpectColumnValuesToBeInSet, f"type:{c}", ERROR,
                       f"Arrow type of {c} is {t} in every part",

@@ -338,3 +338,84 @@ def test_data_docs_render_the_failed_expectations_in_headless_chromium(home, tmp
                    check=True, capture_output=True, timeout=120)
     image = np.asarray(Image.open(shot).convert("L"), dtype=np.float64)
     assert image.shape == (3000, 1200) and (image < 128).mean() > 0.005
+
+
+# --------------------------------------------------------------------------- hostile inputs
+# Findings of the fault campaign (README "Reliability"): each has its own test here.
+
+
+def write_jsonl_day(home, rows, day=DAY, name="part-00000.jsonl.gz"):
+    """The day's rows as gzip JSONL instead of its Parquet part."""
+    import gzip
+    for p in span_of(home, day).glob("part-*"):
+        p.unlink()
+    with gzip.open(span_of(home, day) / name, "wt") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in rows)
+
+
+def day_rows(home, day=DAY) -> list[dict]:
+    return pq.read_table(span_of(home, day) / "part-00000.parquet").to_pylist()
+
+
+def test_the_stock_config_accepts_a_valid_jsonl_span(home):
+    """JSONL statistics read the config's extra columns too (`ts`): a valid span passes."""
+    write_jsonl_day(home, day_rows(home))
+    result = run(spec_for(home))
+    assert result["gate"] == "passed" and result["rows"] == ROWS
+
+
+def test_an_extra_jsonl_column_is_a_schema_error(home):
+    write_jsonl_day(home, [{**r, "coupon_code": "X1"} for r in day_rows(home)])
+    msg, _ = expect_failure(home, "schema:columns")
+    assert "unexpected ['coupon_code']" in msg
+
+
+def test_infinite_numbers_fail_validation_in_parquet_and_jsonl(home):
+    df = read_day(home)
+    df.loc[df.index % 20 == 0, "price"] = np.inf
+    write_day(home, df)
+    msg, _ = expect_failure(home, "finite:price")
+    assert "[finite:price] price has no infinite values: observed 200" in msg
+    rows = [{**r, "price": float("inf")} if i % 20 == 0 else r
+            for i, r in enumerate(day_rows(home))]
+    write_jsonl_day(home, rows)
+    msg, summary = expect_failure(home, "parse:rejected", run_id="r2")
+    assert "price: inf is not a finite number" in msg
+    assert summary["rejected"]["by_reason"] == {"bad_value": 200}
+
+
+def test_a_span_with_no_usable_rows_fails_cleanly_and_is_quarantined(home):
+    """Every record lacks its example id: a ValidationFailed naming why (no TypeError, no
+    retry), with the report and the quarantine marker written."""
+    write_jsonl_day(home, [{k: v for k, v in r.items() if k != F.EXAMPLE_ID_KEY}
+                           for r in day_rows(home)])
+    with pytest.raises(ValidationFailed) as exc:
+        run(spec_for(home))
+    msg = str(exc.value)
+    assert msg.startswith(f"span dt={DAY} has no usable rows: {ROWS} record(s) the reader "
+                          f"cannot use (missing_field {ROWS}; e.g. part-00000.jsonl.gz line 1: "
+                          f"{F.EXAMPLE_ID_KEY} is missing or null)"), msg
+    assert "[row_count]" in msg and "column missing" not in msg
+    assert is_quarantined(home / "quarantine" / "ctr", f"dt={DAY}")
+
+
+def test_a_previous_span_with_no_usable_rows_is_no_crash(home):
+    """The previous day's statistics are computed from a day whose labels are strings."""
+    shutil.rmtree(home / "runs" / "ctr" / f"dt={PREV}")
+    write_jsonl_day(home, [{**r, F.LABEL_KEY: "yes"} for r in day_rows(home, PREV)], day=PREV)
+    result = run(spec_for(home))
+    assert result["gate"] == "passed"
+
+
+def test_symlinks_out_of_the_root_and_empty_parts_are_refused(home):
+    from components.common.rawfiles import UnsafeInput
+    link = span_of(home) / "part-00001.jsonl"
+    link.symlink_to("/etc/passwd")
+    with pytest.raises(UnsafeInput, match=r"part-00001.jsonl is a symlink to /etc/passwd, "
+                                          r"outside the raw root"):
+        run(spec_for(home))
+    link.unlink()
+    (span_of(home) / "part-00001.jsonl.gz").write_bytes(b"")
+    with pytest.raises(UnsafeInput, match=r"part-00001.jsonl.gz is empty \(0 bytes\)"):
+        run(spec_for(home))
+    assert not (home / "runs" / "ctr" / f"dt={DAY}").exists()
