@@ -31,6 +31,11 @@ from typing import Any, Iterator
 
 from components.common import paths
 from components.common.atomic import read_json, write_json
+from components.common.errors import BadData
+
+
+class RegistryBroken(BadData, ValueError):
+    """The registry's own files are damaged: no publish guesses which version is live."""
 
 META_FILE = "retrain_meta.json"
 CURRENT_FILE = "CURRENT"
@@ -184,6 +189,13 @@ class Registry:
 
         mdir = self._model_dir(name)
         mdir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._read_current(mdir)
+        except ValueError as e:
+            raise RegistryBroken(
+                f"refusing to publish model {name!r} over a broken registry: {e}. "
+                f"`retrain registry check {name}` lists what is wrong; `retrain registry "
+                f"rollback {name} --to VERSION --why ...` rewrites CURRENT") from None
         if run_id and self.find_run(name, run_id, dag_id) is not None:
             with self._lock(mdir):
                 return self._finish_existing(name, run_id, dag_id, who, why)
@@ -215,6 +227,7 @@ class Registry:
     def rollback(self, name: str, to_version: int | None = None, who: str | None = None,
                  why: str | None = None) -> dict:
         """Re-publish an earlier version (default: the newest archived one before CURRENT).
+        With a version named, it also repairs a CURRENT file that cannot be read.
 
         The replaced version is archived; who/why go into both versions' histories and
         CURRENT. Returns the meta of the version now published.
@@ -225,8 +238,13 @@ class Registry:
         who = (who or "").strip() or default_who()
         mdir = self._require_model(name)
         with self._lock(mdir):
-            current = self._read_current(mdir)
-            if current is None:
+            try:
+                current = self._read_current(mdir)
+            except ValueError:
+                if to_version is None:   # which version is "before" a broken CURRENT?
+                    raise
+                current = None           # a named version repairs a broken CURRENT
+            if current is None and to_version is None:
                 raise ValueError(f"model {name!r} has no published version to roll back from")
             versions = self._version_dirs(name)
             if to_version is None:

@@ -420,3 +420,17 @@ def test_broken_registry_files_are_named_never_a_traceback(tmp_path):
         assert "CURRENT is not valid JSON" in out.stdout + out.stderr, action
     problems = Registry(tmp_path / "reg").check("m")
     assert any("version 1: missing or unreadable retrain_meta.json" in p for p in problems)
+
+
+def test_a_publish_over_a_broken_registry_fails_naming_the_file(reg, model):
+    """Garbage in CURRENT: a new publish must not guess which version is live."""
+    reg.publish(model, "ctr", meta_for("run-1"))
+    (reg.root / "ctr" / "CURRENT").write_bytes(b"\xff\xfe garbage")
+    from components.common.errors import BadData
+    with pytest.raises(BadData, match=r"refusing to publish model 'ctr' over a broken registry: "
+                                      r".*CURRENT is not valid JSON"):
+        reg.publish(model, "ctr", meta_for("run-2"))
+    assert sorted(p.name for p in (reg.root / "ctr").iterdir()
+                  if not p.name.startswith(".")) == ["1", "CURRENT"]
+    reg.rollback("ctr", 1, who="oncall", why="CURRENT was overwritten by a bad disk")
+    assert reg.publish(model, "ctr", meta_for("run-2"))["version"] == 2
