@@ -55,6 +55,7 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
+from beam_jobs import runner
 from beam_jobs.metrics import counters as beam_counters
 from components.common.spans import span_list, window
 from components.ctr import features as F
@@ -789,7 +790,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                          transform_code_salt() + cfg.fingerprint())
     analysis: dict = {}
     with atomic_dir(output) as tmp:
-        with beam.Pipeline(options=options) as pipeline:
+        with runner.pipeline(options) as pipeline:
             with tft_beam.Context(temp_dir=str(tmp / "tft_tmp"), desired_batch_size=args.batch_size):
                 # Analysis reads the window once more instead of keeping the parsed
                 # rows until the statistics are known: the DirectRunner holds a PCollection
@@ -853,7 +854,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                 "read_for_analysis": round(counters.get("analysis_read_us", 0) / 1e6, 3),
                 "read_for_transform": round(counters.get("read_us", 0) / 1e6, 3),
                 "encode_and_write": round(counters.get("write_us", 0) / 1e6, 3)},
-            "runner": options.get_all_options().get("runner") or "DirectRunner",
+            "runner": runner.name(options),
         }
         summary["rows_per_second"] = round(summary["rows_in"] / max(summary["seconds"], 1e-9))
         accounted = summary["rows_train"] + summary["rows_eval"] + summary["rows_rejected"]

@@ -23,6 +23,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
+from beam_jobs import runner
 from beam_jobs.metrics import counters as beam_counters
 from beam_jobs.preprocess_text import normalize, window_files
 from components.text import rawdata
@@ -131,7 +132,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     started = time.time()
     output = Path(args.output_dir)
     with atomic_dir(output) as tmp:
-        with beam.Pipeline(options=options) as pipeline:
+        with runner.pipeline(options) as pipeline:
             _ = (pipeline
                  | "ListFiles" >> beam.Create(files)
                  | "Reshuffle" >> beam.Reshuffle()

@@ -47,6 +47,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
+from beam_jobs import runner
 from components.common import rawfiles
 from components.ctr import features as F
 
@@ -540,7 +541,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     items = work_items(span_dir)
     inputs = rawfiles.snapshot(sorted({p for p, _ in items}), span_dir.parent)
     t0 = time.perf_counter()
-    with beam.Pipeline(options=options) as pipeline:
+    with runner.pipeline(options) as pipeline:
         build(pipeline, str(span_dir), args.output_dir, cfg, items)
     try:
         rawfiles.verify_unchanged(inputs)

@@ -1,0 +1,36 @@
+"""The pipeline a job runs on: the runner its options name, except for the local default.
+
+Without `--runner`, or with `--runner=DirectRunner`, a job gets Beam's FnApiRunner
+directly. Since Beam 2.6x the DirectRunner first tries the Prism runner, which downloads a
+binary from the internet (a network call nobody asked for, refused on an offline
+machine), logs the failure, then falls back to the FnApiRunner anyway: same execution,
+one noisy exception in every step's log. Any other runner (Flink, Spark, Dataflow,
+`--runner=PrismRunner` by name) is used as given.
+"""
+from __future__ import annotations
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+LOCAL_DEFAULTS = (None, "DirectRunner", "SwitchingDirectRunner")
+
+
+def pipeline(options: PipelineOptions) -> beam.Pipeline:
+    if options.view_as(StandardOptions).runner not in LOCAL_DEFAULTS:
+        return beam.Pipeline(options=options)
+    from apache_beam.portability.api import beam_provision_api_pb2
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+    from apache_beam.runners.portability.portable_runner import JobServiceHandle
+
+    # As the DirectRunner builds it: workers of multi-process mode get the options too.
+    encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+    provision = fn_runner.ExtendedProvisionInfo(
+        beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
+    return beam.Pipeline(runner=fn_runner.FnApiRunner(provision_info=provision),
+                         options=options)
+
+
+def name(options: PipelineOptions) -> str:
+    """The runner `pipeline(options)` runs on, for a job's summary."""
+    given = options.view_as(StandardOptions).runner
+    return "FnApiRunner" if given in LOCAL_DEFAULTS else str(given)
