@@ -57,6 +57,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from beam_jobs import runner
 from beam_jobs.metrics import counters as beam_counters
+from components.common import rawfiles
 from components.common.spans import span_list, window
 from components.ctr import features as F
 from components.ctr.preprocess import (EVAL_DIR, REJECTED_DIR, SUMMARY_FILE, TRAIN_DIR,
@@ -142,7 +143,7 @@ def window_files(raw_root: str | Path, span: dt.date, days: int,
         parts = sorted(m.path for m in matched
                        if m.path.endswith(PARQUET_SUFFIXES + JSONL_SUFFIXES))
         if not parts:
-            raise FileNotFoundError(f"span {day} has no part-*.parquet or part-*.jsonl[.gz] "
+            raise rawfiles.NoParts(f"span {day} has no part-*.parquet or part-*.jsonl[.gz] "
                                     f"files in {day_dir}")
         files[day] = parts
     return files
@@ -770,12 +771,17 @@ def _analyze(pipeline, args, files, sets: list[AnalysisSet], preprocessing_fn, t
 def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     """Build and run the pipeline; return (and write) the run summary."""
     import tensorflow_transform.beam as tft_beam
-    from components.common import rawfiles
     from components.common.atomic import atomic_dir, write_json
     from components.ctr import feature_config
     from components.ctr.transform import make_preprocessing_fn
 
     args, beam_args = parse_args(argv)
+    if not 0 < args.eval_percent < 100:   # 0: no eval split; 100: nothing to train on
+        raise ValueError(f"--eval-percent must be in 1..99, got {args.eval_percent}")
+    for name in ("window_days", "batch_size", "max_line_bytes"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be at least 1, "
+                             f"got {getattr(args, name)}")
     cfg = feature_config.load_for(args.feature_config)
     layout = RawLayout.of(cfg)
     preprocessing_fn = make_preprocessing_fn(cfg)

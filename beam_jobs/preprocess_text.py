@@ -97,7 +97,7 @@ def window_files(raw_root: Path, span: dt.date, days: int, exclude=()) -> list[t
         try:
             parts = rawdata.span_parts(day_dir)
         except FileNotFoundError as e:
-            raise FileNotFoundError(f"span {day} is not complete: {e}") from None
+            raise type(e)(f"span {day} is not complete: {e}") from None
         files += [(day.isoformat(), str(p)) for p in parts]
     return files
 

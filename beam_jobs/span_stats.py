@@ -458,7 +458,7 @@ def work_items(span_dir: Path) -> list[tuple[str, int]]:
     jsonl = sorted(p for p in span_dir.glob("part-*") if p.name.endswith(JSONL_SUFFIXES))
     parts = sorted(span_dir.glob(PART_GLOB))
     if not parts and not jsonl:
-        raise FileNotFoundError(f"no {PART_GLOB} or part-*.jsonl[.gz] files in {span_dir}")
+        raise rawfiles.NoParts(f"no {PART_GLOB} or part-*.jsonl[.gz] files in {span_dir}")
     rawfiles.snapshot([*jsonl, *parts], span_dir.parent)   # refuse before reading
     items = [(str(p), -1) for p in jsonl]
     for p in parts:

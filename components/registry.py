@@ -190,7 +190,10 @@ class Registry:
         mdir = self._model_dir(name)
         mdir.mkdir(parents=True, exist_ok=True)
         try:
-            self._read_current(mdir)
+            live = self._read_current(mdir)
+            if live is not None and self._read_meta(mdir / str(live)) is None:
+                raise ValueError(f"{mdir / CURRENT_FILE} names version {live}, which is "
+                                 f"missing or has no readable {META_FILE}")
         except ValueError as e:
             raise RegistryBroken(
                 f"refusing to publish model {name!r} over a broken registry: {e}. "

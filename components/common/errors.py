@@ -2,8 +2,12 @@
 
 A step that finds bad data raises a `BadData` subclass; its entry point writes the kind into
 the result file, and the launcher raises `BadDataFailed` in the task, which the factory turns
-into a failure without retry. Any other failure is taken as transient (retried). No
-component ever matches an error's text to tell the two apart. Stdlib only.
+into a failure without retry. A `ValueError` or `TypeError` is taken the same way: that is
+what the libraries raise for malformed input (pyarrow's ArrowInvalid, JSONDecodeError,
+UnicodeDecodeError) and what the steps' own checks of their parameters and configs raise,
+and a retry cannot mend either. Anything else (an OSError, a killed process, MemoryError,
+a timeout) is taken as transient and retried. No component ever matches an error's text
+to tell them apart. Stdlib only.
 """
 from __future__ import annotations
 
@@ -29,5 +33,8 @@ class ConfigError(BadData, ValueError):
     """A family config file is wrong; the message lists every problem with its place."""
 
 
+NOT_RETRYABLE = (BadData, ValueError, TypeError)
+
+
 def kind_of(exc: BaseException) -> str:
-    return BAD_DATA if isinstance(exc, BadData) else TRANSIENT
+    return BAD_DATA if isinstance(exc, NOT_RETRYABLE) else TRANSIENT

@@ -25,6 +25,10 @@ class ChangedWhileRead(BadData):
     """A part file changed between the job's listing and the end of its read."""
 
 
+class NoParts(BadData, FileNotFoundError):
+    """A span marked complete (`_SUCCESS`) holds no part file: waiting cannot help."""
+
+
 Snapshot = dict  # path -> (size in bytes, mtime in ns)
 
 

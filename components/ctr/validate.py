@@ -233,7 +233,7 @@ def _find_parts(span_dir: Path, require_marker: bool) -> list[Path]:
     parts = _parts(span_dir)
     if not parts:
         present = sorted(p.name for p in span_dir.iterdir())
-        raise FileNotFoundError(
+        raise rawfiles.NoParts(
             f"span {span_dir} has no part-*.parquet or part-*.jsonl[.gz] files "
             f"(found: {present or 'nothing'})")
     rawfiles.snapshot(parts, span_dir.parent)   # UnsafeInput: outside the root, empty

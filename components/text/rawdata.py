@@ -32,7 +32,7 @@ def span_parts(span_dir: str | Path, require_marker: bool = True) -> list[Path]:
     parts = sorted(p for p in span_dir.glob("part-*")
                    if p.is_file() and p.name.endswith(PARQUET_SUFFIXES + JSONL_SUFFIXES))
     if not parts:
-        raise FileNotFoundError(f"span {span_dir} has no part-*.parquet or part-*.jsonl[.gz] "
+        raise rawfiles.NoParts(f"span {span_dir} has no part-*.parquet or part-*.jsonl[.gz] "
                                 "files")
     rawfiles.snapshot(parts, span_dir.parent)   # UnsafeInput: outside the root, empty
     return parts

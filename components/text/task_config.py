@@ -46,6 +46,10 @@ _TASK_KEYS = {"label_column", "labels", "thresholds", "positive", "min_macro_f1"
               "max_macro_f1_drop", "description"}
 
 
+# Keys whose value is a share of rows or pieces: at most 1.
+_SHARE_SUFFIXES = ("_rate", "_share", "unknown_token_warn", "unknown_token_fail")
+
+
 @dataclasses.dataclass(frozen=True)
 class Validation:
     """Per-dataset rules of the text validation gate (bounds are inclusive)."""
@@ -210,7 +214,17 @@ def _fill(cls, raw, where: str, problems: _Problems):
             problems.add(f"{where}.{key}", f"must be {type(default).__name__} >= 0"
                          f"{' or null' if default is None else ''}, got {value!r}")
             continue
+        if key.endswith(_SHARE_SUFFIXES) and value is not None and value > 1:
+            problems.add(f"{where}.{key}", f"is a share: must be in [0, 1], got {value!r}")
+            continue
         values[key] = value
+    merged = {f: values.get(f, fields[f].default) for f in fields}
+    for key in fields:
+        other = "max_" + key[4:]
+        if key.startswith("min_") and other in fields and (key in values or other in values) \
+                and merged[key] is not None and merged[other] is not None \
+                and merged[key] > merged[other]:
+            problems.add(f"{where}.{key}", f"{merged[key]!r} is above {other} {merged[other]!r}")
     return cls(**values)
 
 

@@ -64,6 +64,12 @@ def run(spec: FinetuneSpec) -> dict:
     from components.text import task_config as T
     from components.text.preprocess import EVAL_DIR, SUMMARY_FILE, TRAIN_DIR
 
+    for name in ("epochs", "batch_size", "patience"):
+        if getattr(spec, name) < (0 if name == "patience" else 1):
+            raise ValueError(f"{name} must be at least {0 if name == 'patience' else 1}, "
+                             f"got {getattr(spec, name)}")
+    if not spec.learning_rate > 0:
+        raise ValueError(f"learning_rate must be > 0, got {spec.learning_rate}")
     pre = Path(spec.preprocess_dir)
     summary = read_json(pre / SUMMARY_FILE)
     cfg = T.from_resolved(read_json(pre / T.CONFIG_FILE))

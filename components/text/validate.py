@@ -100,11 +100,13 @@ def _import_gx() -> None:
 
 def _read_span(parts: list[Path], cfg: T.TextConfig):
     """The span as canonical rows (id, text, one label column per task), the raw columns
-    it lacks, and the parts whose columns differ from the first's. A label the config does
-    not know is kept as its raw text, so the in-set expectation reports it with examples."""
+    it lacks, the parts whose columns differ from the first's, and the text columns that
+    hold other values than strings ({column: [count, an example]}: a number is not a text,
+    though it would print as one). A label the config does not know is kept as its raw
+    text, so the in-set expectation reports it with examples."""
     import pandas as pd
 
-    rows, diffs, cols = [], [], None
+    rows, diffs, cols, not_text = [], [], None, {}
     for part in parts:
         raw = rawdata.read_rows(part)
         part_cols = sorted(rawdata.columns_of(raw))
@@ -112,10 +114,16 @@ def _read_span(parts: list[Path], cfg: T.TextConfig):
             cols = part_cols
         elif raw and part_cols != cols:
             diffs.append(f"{part.name} has columns {part_cols}")
+        for r in raw:
+            for c in cfg.text_columns():
+                v = r.get(c)
+                if v is not None and not isinstance(v, str):
+                    seen = not_text.setdefault(c, [0, f"{v!r:.40} ({type(v).__name__})"])
+                    seen[0] += 1
         rows += [_canonical(r, cfg) for r in raw]
     missing = [c for c in cfg.raw_columns() if c not in set(cols or ())] if rows else []
     frame = pd.DataFrame(rows, columns=["example_id", "text", *(t.name for t in cfg.tasks)])
-    return frame, missing, diffs
+    return frame, missing, diffs, not_text
 
 
 def _canonical(row: dict, cfg: T.TextConfig) -> dict:
@@ -232,7 +240,7 @@ def run(spec: TextValidateSpec) -> dict:
     parts = rawdata.span_parts(span_dir, spec.require_success_marker)
     t0 = time.perf_counter()
     _import_gx()
-    df, missing, schema_diffs = _read_span(parts, cfg)
+    df, missing, schema_diffs, not_text = _read_span(parts, cfg)
     df = derived_columns(df, cfg)
     suite = build_suite(cfg)
     fingerprint = hashlib.sha256("\n".join(sorted(
@@ -246,6 +254,10 @@ def run(spec: TextValidateSpec) -> dict:
         failed.insert(0, {"expectation": "required_columns", "column": None,
                           "observed": f"missing {missing} (the config names them)",
                           "details": {"required": cfg.raw_columns()}})
+    for column, (count, example) in sorted(not_text.items()):
+        failed.insert(0, {"expectation": "text_type", "column": column,
+                          "observed": f"{count} value(s) are not text, e.g. {example}",
+                          "details": {"rows": count}})
     unk = unknown_token_check(cfg, df["text"].astype(str).tolist()) if len(df) else None
     if unk and unk["level"] == "fail":
         failed.append({"expectation": "unknown_token_rate", "column": "text",

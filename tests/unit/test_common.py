@@ -136,3 +136,25 @@ def test_backfills_are_shadow_runs_unless_the_user_opts_in():
     assert spans.is_shadow(None, DagRunType.MANUAL) is False
     assert spans.is_shadow(True, DagRunType.MANUAL) is True
     assert spans.is_shadow(None, None) is False
+
+
+def test_what_a_retry_cannot_mend_is_not_retried():
+    """Malformed input as the libraries report it (pyarrow, json) and wrong parameters are
+    bad data; an OSError or a timeout is transient (a campaign finding: a corrupt Parquet
+    file and an unknown config key were retried as transient)."""
+    import json
+
+    import pyarrow as pa
+
+    from components.common.errors import BAD_DATA, TRANSIENT, kind_of
+    from components.common.rawfiles import NoParts
+    try:
+        json.loads("{")
+    except ValueError as e:
+        decode_error = e
+    for exc in (pa.ArrowInvalid("Index not in dictionary bounds"), decode_error,
+                ValueError("window must be at least 1 day"), TypeError("bad spec field"),
+                NoParts("span has no part files")):
+        assert kind_of(exc) == BAD_DATA, exc
+    for exc in (OSError("disk full"), TimeoutError(), MemoryError(), RuntimeError("lost")):
+        assert kind_of(exc) == TRANSIENT, exc

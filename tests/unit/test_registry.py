@@ -8,6 +8,7 @@ a model.
 from __future__ import annotations
 
 import json
+import shutil
 import multiprocessing as mp
 import os
 import signal
@@ -434,3 +435,17 @@ def test_a_publish_over_a_broken_registry_fails_naming_the_file(reg, model):
                   if not p.name.startswith(".")) == ["1", "CURRENT"]
     reg.rollback("ctr", 1, who="oncall", why="CURRENT was overwritten by a bad disk")
     assert reg.publish(model, "ctr", meta_for("run-2"))["version"] == 2
+
+
+def test_a_publish_refuses_a_current_that_names_a_missing_or_metaless_version(reg, model):
+    from components.common.errors import BadData
+    reg.publish(model, "ctr", meta_for("run-1"))
+    (reg.root / "ctr" / "1" / "retrain_meta.json").unlink()
+    with pytest.raises(BadData, match=r"CURRENT names version 1, which is missing or has no "
+                                      r"readable retrain_meta.json"):
+        reg.publish(model, "ctr", meta_for("run-2"))
+    shutil.rmtree(reg.root / "ctr" / "1")
+    with pytest.raises(BadData, match=r"CURRENT names version 1, which is missing"):
+        reg.publish(model, "ctr", meta_for("run-2"))
+    assert [p.name for p in (reg.root / "ctr").iterdir() if not p.name.startswith(".")] == [
+        "CURRENT"]

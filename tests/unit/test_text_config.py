@@ -31,7 +31,7 @@ tasks:
   spam: {labels: [ham, spam], positive: eggs, min_macro_f1: 2}
 max_seq_length: 4
 class_weighting: heavy
-validation: {min_rows: -3, unknown: 1}
+validation: {min_rows: -3, unknown: 1, max_class_share: 2, min_chars: 50, max_chars: 10}
 colour: blue
 """)
     with pytest.raises(ConfigError) as e:
@@ -41,9 +41,11 @@ colour: blue
                   "tasks.text: task name", "tasks.urgent.thresholds", "tasks.queue.labels",
                   "tasks.spam.positive", "tasks.spam.min_macro_f1", "max_seq_length",
                   "class_weighting", "validation.min_rows", "validation.unknown",
+                  "validation.max_class_share: is a share: must be in [0, 1], got 2",
+                  "validation.min_chars: 50 is above max_chars 10",
                   "tasks.vip.labels: got [False, True]: YAML reads unquoted"):
         assert place in msg, place
-    assert "13 problem(s)" in msg
+    assert "15 problem(s)" in msg
     assert isinstance(e.value, BadData)                     # a bad config is not retried
     with pytest.raises(ConfigError, match="does not exist"):
         T.load(tmp_path / "missing.yaml")

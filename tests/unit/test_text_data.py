@@ -192,3 +192,28 @@ def test_text_spans_refuse_symlinks_out_of_the_root_and_empty_parts(tmp_path):
     (day / "part-1.jsonl.gz").write_bytes(b"")
     with pytest.raises(UnsafeInput, match=r"part-1.jsonl.gz is empty \(0 bytes\)"):
         rawdata.span_parts(day)
+
+
+def test_a_number_in_a_text_column_is_named_not_read_as_text(tmp_path):
+    """Parquet with numbers where the template expects text: the rule names the column
+    (a campaign finding: it failed only on the median length, naming no column)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    config = tmp_path / "tickets.yaml"
+    config.write_text("example_id: tid\ntext_template: '{subject}: {body}'\n"
+                      "tasks:\n  queue: {label_column: team, labels: [billing, outage]}\n"
+                      "validation: {min_rows: 10}\n")
+    span = tmp_path / "raw" / "dt=2026-12-01"
+    span.mkdir(parents=True)
+    pq.write_table(pa.table({"tid": list(range(30)), "subject": [1.5] * 30,
+                             "body": [f"ticket number {i} about my account" for i in range(30)],
+                             "team": ["billing", "outage"] * 15}), span / "part-0.parquet")
+    (span / "_SUCCESS").write_text("")
+    with pytest.raises(ValidationFailed) as e:
+        validate(TextValidateSpec(span_dir=str(span), out_dir=str(tmp_path / "bad"),
+                                  text_config=str(config)))
+    first = e.value.summary["failed"][0]
+    assert (first["rule"], first["observed"]) == (
+        "text_type:subject", "30 value(s) are not text, e.g. 1.5 (float)")
+    assert "text_type(subject): 30 value(s) are not text" in str(e.value)
