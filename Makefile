@@ -19,7 +19,7 @@ AIRFLOW_ENV := source scripts/airflow-env.sh &&
 # RETRAIN_AIRFLOW_HOME is set); redone whenever the venv is re-synced.
 AIRFLOW_STAMP := $(shell source scripts/airflow-env.sh && echo "$$AIRFLOW_HOME")/.migrated
 
-.PHONY: venv test test-server airflow-init ui ui-components demo
+.PHONY: venv test test-server airflow-init ui ui-components demo reliability
 
 ## venv: create $(VENV) if missing and sync it to requirements.lock (+ this repo, editable)
 venv: $(VENV)/.synced
@@ -69,3 +69,7 @@ ui-components: $(AIRFLOW_STAMP)
 ## demo: end-to-end demo (retrain.demo); extra arguments via ARGS="..."
 demo: $(AIRFLOW_STAMP)
 	$(AIRFLOW_ENV) $(PY) -m retrain.demo $(ARGS)
+
+## reliability: bad-input cases + 32 random SIGKILLs on both families (bench/reliability.py, about 20 min); ARGS="--only 'ctr.*'"
+reliability: venv
+	$(PY) bench/reliability.py $(ARGS)
