@@ -66,6 +66,12 @@ from components.ctr.preprocess import (EVAL_DIR, REJECTED_DIR, SUMMARY_FILE, TRA
 log = logging.getLogger(__name__)
 
 NAMESPACE = "retrain.preprocess_ctr"
+# Measured (bench/preprocess_window.py): each tf.Transform dataset costs about 50 MB of
+# peak memory on the local runner; a 7-day window cached per day part (13 datasets) peaked
+# at 1.65 GB where the same rows as one dataset took 1.02 GB, 21 days at 2.4 GB, and past
+# about 28 datasets Beam's metrics code hits RecursionError. Beyond this many (a 3-day
+# window), one dataset: memory flat in the window, the cache's saving given up.
+MAX_CACHED_DATASETS = 6
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
@@ -92,6 +98,10 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--analysis-cache-dir", default="",
                    help="reuse tf.Transform analysis of day parts whose input and code did not "
                         "change (fingerprint-keyed); empty: analyse the whole window every run")
+    p.add_argument("--max-cached-datasets", type=int, default=MAX_CACHED_DATASETS,
+                   help="the cache analyses one tf.Transform dataset per day part, and memory "
+                        "and pipeline size grow with each; a window needing more than this "
+                        f"many is analysed as one dataset instead (default {MAX_CACHED_DATASETS})")
     p.add_argument("--max-line-bytes", type=int, default=DEFAULT_MAX_LINE_BYTES,
                    help="a JSONL line longer than this is rejected as oversize (never held whole)")
     return p.parse_known_args(argv)
@@ -719,10 +729,45 @@ def tensor_adapter_config(layout: RawLayout | None = None):
 _NEW_CACHE = "analysis_cache.new"
 
 
+def _analyze_whole(pipeline, args, files, preprocessing_fn, analysis: dict,
+                   layout: RawLayout):
+    """tf.Transform analysis of the window as one dataset (no cache): the pipeline and its
+    memory stay the same size however many days the window has."""
+    import tensorflow_transform.beam as tft_beam
+
+    reads = []
+    for name, paths, parts in (
+            ("older", [p for d, ps in files.items() if d != args.span for p in ps],
+             [HELD_OUT, REST]),
+            ("span", files.get(args.span, []), [REST])):
+        if not paths:
+            continue
+        read = (pipeline
+                | f"AnalysisFiles[{name}]" >> beam.Create(paths)
+                | f"AnalysisReshuffle[{name}]" >> beam.Reshuffle()
+                | f"AnalysisRead[{name}]" >> beam.ParDo(
+                    ReadAnalysisParts(args.eval_percent, args.batch_size, args.max_line_bytes,
+                                      layout),
+                    parts=parts).with_outputs(HELD_OUT, REST))
+        reads += [read[p] for p in parts]
+    data = tuple(reads) | "AnalysisRows" >> beam.Flatten()
+    analysis.update({"cache_dir": None, "datasets": {"window": "computed"}})
+    log.info("analysis: the %d-day window as one dataset", len(files))
+    return ((data, tensor_adapter_config(layout))
+            | "Analyze" >> tft_beam.AnalyzeDataset(preprocessing_fn)), None
+
+
 def _analyze(pipeline, args, files, sets: list[AnalysisSet], preprocessing_fn, tmp: Path,
              analysis: dict, layout: RawLayout):
     """tf.Transform analysis of the window as one dataset per day part, reading only the
-    parts the cache does not already hold; fills `analysis` with what came from where."""
+    parts the cache does not already hold; fills `analysis` with what came from where.
+    Without a cache, or past `--max-cached-datasets`, the window is one dataset."""
+    if not args.analysis_cache_dir or len(sets) > args.max_cached_datasets:
+        if args.analysis_cache_dir:
+            log.warning("analysis: the window needs %d cached datasets (> "
+                        "--max-cached-datasets %d): analysing it as one, without the cache",
+                        len(sets), args.max_cached_datasets)
+        return _analyze_whole(pipeline, args, files, preprocessing_fn, analysis, layout)
     import tensorflow_transform.beam as tft_beam
     from tensorflow_transform.beam import analysis_graph_builder, analyzer_cache
     from tfx_bsl.tfxio.tensor_adapter import TensorAdapter
@@ -778,7 +823,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     args, beam_args = parse_args(argv)
     if not 0 < args.eval_percent < 100:   # 0: no eval split; 100: nothing to train on
         raise ValueError(f"--eval-percent must be in 1..99, got {args.eval_percent}")
-    for name in ("window_days", "batch_size", "max_line_bytes"):
+    for name in ("window_days", "batch_size", "max_line_bytes", "max_cached_datasets"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1, "
                              f"got {getattr(args, name)}")
@@ -868,7 +913,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
             raise RuntimeError(f"rows do not add up: {summary['rows_in']} read != "
                                f"{summary['rows_train']} train + {summary['rows_eval']} eval + "
                                f"{summary['rows_rejected']} rejected ({counters})")
-        if args.analysis_cache_dir:
+        if analysis["cache_dir"]:
             analysis["cache_added"] = commit_analysis_cache(tmp / _NEW_CACHE,
                                                              args.analysis_cache_dir)
             shutil.rmtree(tmp / _NEW_CACHE, ignore_errors=True)

@@ -258,3 +258,27 @@ def test_a_part_that_grows_while_read_fails_the_job_and_writes_nothing(home, tmp
         preprocess_ctr.run(["--raw-root", str(tmp_path / "raw"), "--span", SPAN,
                             "--window-days", "1", "--output-dir", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()
+
+
+def test_a_60_day_window_of_a_low_volume_log_is_one_analysis_dataset(tmp_path):
+    """60 days x 100 rows with the DAG's analysis cache dir: past --max-cached-datasets the
+    window is analysed as one tf.Transform dataset, so the pipeline does not grow with the
+    days (before: one dataset per day part, 6 GB and growing after 2 min on 24k rows).
+    Peak memory and time per window length: bench/preprocess_window.py."""
+    from beam_jobs.preprocess_ctr import MAX_CACHED_DATASETS
+    from components.ctr.generate import GenerateSpec, run as generate
+    from components.ctr.preprocess import PreprocessSpec, run
+
+    generate(GenerateSpec(out_root=str(tmp_path), start="2026-09-01", days=60, rows_per_day=100,
+                          n_users=2000, n_items=1000, n_categories=20))
+    summary = run(PreprocessSpec(raw_root=str(tmp_path / "raw" / "ctr"), span="2026-10-30",
+                                 output_dir=str(tmp_path / "pre"), window_days=60,
+                                 eval_percent=EVAL_PERCENT,
+                                 analysis_cache_dir=str(tmp_path / "cache")))
+    assert 2 * 60 - 1 > MAX_CACHED_DATASETS
+    assert summary["analysis"]["datasets"] == {"window": "computed"}
+    assert len(summary["window"]) == 60 and summary["rows_in"] == 6000
+    assert summary["rows_train"] + summary["rows_eval"] + summary["rows_rejected"] == 6000
+    # Every training row was analysed: older days whole, the newest day without its eval rows.
+    assert summary["analysis"]["rows_analysed"] == summary["rows_train"]
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
