@@ -378,8 +378,16 @@ def read_parquet_batches(path: str, batch_size: int, layout: RawLayout | None = 
 
     A row with a null in a required column is rejected (its 1-based row number in the
     file is its `line`); a column of the wrong type makes the whole file unusable, so
-    the job fails naming the file and column.
+    the job fails naming the file and column; so does a corrupt file.
     """
+    try:
+        yield from _parquet_batches(path, batch_size, layout)
+    except (pa.ArrowException, OSError) as e:   # Arrow's messages name no file; a corrupt
+        # page is an OSError there ("Corrupt snappy compressed data"): bad data, not I/O
+        raise ValueError(f"{path}: corrupt or unreadable Parquet ({type(e).__name__}: {e})") from e
+
+
+def _parquet_batches(path: str, batch_size: int, layout: RawLayout | None):
     layout = layout or default_layout()
     kinds = layout.kinds
     schema = raw_schema(layout)
@@ -822,10 +830,10 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
 
     args, beam_args = parse_args(argv)
     if not 0 < args.eval_percent < 100:   # 0: no eval split; 100: nothing to train on
-        raise ValueError(f"--eval-percent must be in 1..99, got {args.eval_percent}")
+        raise ValueError(f"eval_percent (--eval-percent) must be in 1..99, got {args.eval_percent}")
     for name in ("window_days", "batch_size", "max_line_bytes", "max_cached_datasets"):
         if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be at least 1, "
+            raise ValueError(f"{name} (--{name.replace('_', '-')}) must be at least 1, "
                              f"got {getattr(args, name)}")
     cfg = feature_config.load_for(args.feature_config)
     layout = RawLayout.of(cfg)

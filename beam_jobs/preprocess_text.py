@@ -116,9 +116,12 @@ class ReadRecords(beam.DoFn):
 
     def process(self, item):
         span, path = item
-        for row in rawdata.read_rows(path):
+        for line, row in enumerate(rawdata.read_rows(path), 1):
             self._rows_in.inc()
-            rec = to_record(row, span, self._cfg)
+            try:
+                rec = to_record(row, span, self._cfg)
+            except ValueError as e:   # e.g. a label the config does not declare
+                raise ValueError(f"{path} row {line}: {e}") from e
             if rec is None:
                 self._empty.inc()
                 continue
@@ -213,7 +216,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
 
     args, beam_args = parse_args(argv)
     if not 0 < args.eval_percent < 100:
-        raise ValueError(f"--eval-percent must be in 1..99, got {args.eval_percent}")
+        raise ValueError(f"eval_percent (--eval-percent) must be in 1..99, got {args.eval_percent}")
     cfg = T.load_for(args.text_config)
     labels = cfg.task_labels
     files = window_files(Path(args.raw_root), args.span, args.window_days, args.exclude_spans)

@@ -369,11 +369,15 @@ class ReadBatches(beam.DoFn):
                 self.rows.inc(batch.num_rows)
                 yield Path(path).name, f"{Path(path).name}:{i}", batch, rejects
             return
-        pf = pq.ParquetFile(path)
-        for i, batch in enumerate(pf.iter_batches(batch_size=self.batch_size,
-                                                  row_groups=[row_group])):
-            self.rows.inc(batch.num_rows)
-            yield Path(path).name, f"{Path(path).name}:{row_group}:{i}", batch, []
+        try:
+            pf = pq.ParquetFile(path)
+            for i, batch in enumerate(pf.iter_batches(batch_size=self.batch_size,
+                                                      row_groups=[row_group])):
+                self.rows.inc(batch.num_rows)
+                yield Path(path).name, f"{Path(path).name}:{row_group}:{i}", batch, []
+        except (pa.ArrowException, OSError) as e:   # Arrow's messages name no file
+            raise ValueError(f"{path}: corrupt or unreadable Parquet ({type(e).__name__}: "
+                             f"{e})") from e
 
 
 # --------------------------------------------------------------------------- output

@@ -30,7 +30,7 @@ def window(span: dt.date, days: int, exclude=()) -> list[dt.date]:
     """The `days` spans ending at `span`, oldest first, less the `exclude`d ones (days whose
     validation did not let them through; the span itself can never be left out)."""
     if days < 1:
-        raise ValueError(f"window must be at least 1 day, got {days}")
+        raise ValueError(f"window_days must be at least 1 day, got {days}")
     if span in set(exclude):
         raise ValueError(f"the span {span} itself cannot be excluded from its window")
     skip = set(exclude)

@@ -48,6 +48,8 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+from components.common.errors import ConfigError
+
 FEATURE_CONFIG_FILE = "feature_config.json"   # in the preprocess output dir
 # Inside an exported SavedModel (TF Serving's folder for extra files), so the config
 # travels with the model into the registry: the raw inputs its signature takes.
@@ -440,7 +442,7 @@ def from_dict(d: Mapping[str, Any], source: str = "") -> FeatureConfig:
     """Validate and build a FeatureConfig; every problem is reported in one ValueError."""
     problems = _Problems()
     if not isinstance(d, Mapping):
-        raise ValueError(f"feature config{' ' + source if source else ''} must be a mapping "
+        raise ConfigError(f"feature config{' ' + source if source else ''} must be a mapping "
                          f"at the top level, got {type(d).__name__}")
     for key in sorted(set(d) - _TOP_KEYS):
         problems.add(key, f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})")
@@ -600,7 +602,7 @@ def from_dict(d: Mapping[str, Any], source: str = "") -> FeatureConfig:
 
     if problems.items:
         head = f"invalid feature config{' ' + source if source else ''}"
-        raise ValueError(f"{head}: {len(problems.items)} problem(s):\n  - "
+        raise ConfigError(f"{head}: {len(problems.items)} problem(s):\n  - "
                          + "\n  - ".join(problems.items))
     return FeatureConfig(label=label, example_id=example_id, features=tuple(features),
                          crosses=tuple(crosses), slices=slices, model=model,
@@ -769,7 +771,7 @@ def loads(text: str, source: str = "") -> FeatureConfig:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ValueError(f"feature config {source or '(text)'} is not valid YAML/JSON: {e}") from e
+        raise ConfigError(f"feature config {source or '(text)'} is not valid YAML/JSON: {e}") from e
     return from_dict(data if data is not None else {}, source=source)
 
 
@@ -783,7 +785,7 @@ def load(path: str | Path) -> FeatureConfig:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
-            raise ValueError(f"feature config {p} is not valid JSON: {e}") from e
+            raise ConfigError(f"feature config {p} is not valid JSON: {e}") from e
         return from_dict(data, source=str(p))
     return loads(text, source=str(p))
 

@@ -224,3 +224,18 @@ def test_a_user_config_sets_the_columns_types_and_label_of_the_reader(tmp_path):
     assert model.column("tags").to_pylist() == [[b"x", b"y"], []]
     assert model.column("slot").to_pylist() == [[3], [3]]
     assert "event_id" not in model.schema.names
+
+
+def test_a_corrupt_parquet_part_fails_naming_the_file(tmp_path):
+    """Arrow says only "Corrupt snappy compressed data" (an OSError, so it would be
+    retried as transient): the reader names the file and raises bad data."""
+    from components.common.errors import BAD_DATA, kind_of
+    path = tmp_path / "part-00000.parquet"
+    pq.write_table(pa.Table.from_pylist([good(i) for i in range(200)]), path)
+    data = bytearray(path.read_bytes())
+    for i in range(200, len(data) // 2, 7):
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"part-00000.parquet: corrupt or unreadable Parquet") as e:
+        list(job.read_parquet_batches(str(path), batch_size=50))
+    assert kind_of(e.value) == BAD_DATA
