@@ -248,7 +248,6 @@ def read_jsonl_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT
     offset = lineno = 0
     decode = json.JSONDecoder().decode
     schema = raw_schema(layout)
-    items = list(layout.columns)
     nan = float("nan")
 
     def flush():
@@ -737,6 +736,18 @@ def tensor_adapter_config(layout: RawLayout | None = None):
 _NEW_CACHE = "analysis_cache.new"
 
 
+def _read_for_analysis(pipeline, name, paths: list[str], parts: list[str], args,
+                       layout: RawLayout):
+    """The files' good rows for analysis, tagged HELD_OUT / REST (only `parts` emitted)."""
+    return (pipeline
+            | f"AnalysisFiles[{name}]" >> beam.Create(paths)
+            | f"AnalysisReshuffle[{name}]" >> beam.Reshuffle()
+            | f"AnalysisRead[{name}]" >> beam.ParDo(
+                ReadAnalysisParts(args.eval_percent, args.batch_size, args.max_line_bytes,
+                                  layout),
+                parts=parts).with_outputs(HELD_OUT, REST))
+
+
 def _analyze_whole(pipeline, args, files, preprocessing_fn, analysis: dict,
                    layout: RawLayout):
     """tf.Transform analysis of the window as one dataset (no cache): the pipeline and its
@@ -750,13 +761,7 @@ def _analyze_whole(pipeline, args, files, preprocessing_fn, analysis: dict,
             ("span", files.get(args.span, []), [REST])):
         if not paths:
             continue
-        read = (pipeline
-                | f"AnalysisFiles[{name}]" >> beam.Create(paths)
-                | f"AnalysisReshuffle[{name}]" >> beam.Reshuffle()
-                | f"AnalysisRead[{name}]" >> beam.ParDo(
-                    ReadAnalysisParts(args.eval_percent, args.batch_size, args.max_line_bytes,
-                                      layout),
-                    parts=parts).with_outputs(HELD_OUT, REST))
+        read = _read_for_analysis(pipeline, name, paths, parts, args, layout)
         reads += [read[p] for p in parts]
     data = tuple(reads) | "AnalysisRows" >> beam.Flatten()
     analysis.update({"cache_dir": None, "datasets": {"window": "computed"}})
@@ -797,13 +802,7 @@ def _analyze(pipeline, args, files, sets: list[AnalysisSet], preprocessing_fn, t
         parts = [s for s in sets if s.day == day and keys[s.key] in needed]
         if not parts:
             continue
-        read = (pipeline
-                | f"AnalysisFiles[{day}]" >> beam.Create(paths)
-                | f"AnalysisReshuffle[{day}]" >> beam.Reshuffle()
-                | f"AnalysisRead[{day}]" >> beam.ParDo(
-                    ReadAnalysisParts(args.eval_percent, args.batch_size, args.max_line_bytes,
-                                      layout),
-                    parts=[s.part for s in parts]).with_outputs(HELD_OUT, REST))
+        read = _read_for_analysis(pipeline, day, paths, [s.part for s in parts], args, layout)
         for s in parts:
             data[keys[s.key]] = read[s.part]
     analysis.update({

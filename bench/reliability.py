@@ -55,6 +55,7 @@ sys.path.insert(0, str(REPO))
 from components.common import paths  # noqa: E402  (stdlib-only product modules)
 from components.common.errors import BAD_DATA  # noqa: E402
 from components.common.launch import BadDataFailed, StepFailed, run_step  # noqa: E402
+from components.text import tickets as tickets_corpus  # noqa: E402
 
 log = logging.getLogger("reliability")
 PY = sys.executable
@@ -75,42 +76,7 @@ PARAMS = {"ctr": CTR_PARAMS, "text": TEXT_PARAMS}
 DAG_ID = {"ctr": "ctr_daily_retrain", "text": "text_daily_finetune"}
 SPAN = {"ctr": CTR_SPAN, "text": TEXT_SPAN}
 
-TEXT_CONFIG = """\
-example_id: ticket_id
-text_template: "{subject}. {body}"
-tasks:
-  queue:
-    label_column: team
-    labels: [billing, outage]
-    positive: outage
-validation:
-  min_rows: 20
-max_seq_length: 32
-"""
-WORDS = {   # as tests/integration/test_text_user_corpus_dag.py: support tickets, 2 queues
-    "billing": (["Refund request", "Invoice question", "Charged twice", "Payment issue"],
-                ["my card was charged twice this month", "the invoice shows the wrong amount",
-                 "please refund the last payment", "I was billed after I cancelled",
-                 "the price on my receipt is higher than advertised"]),
-    "outage": (["Site down", "Cannot log in", "Service unavailable", "App crashes"],
-               ["the dashboard shows error 503 since this morning",
-                "nothing loads and the page times out", "the server is not responding at all",
-                "the app crashes on start and stays offline",
-                "all requests fail with a connection error"]),
-}
-
-
-def tickets(day: int, n: int) -> list[dict]:
-    rnd = random.Random(day)
-    rows = []
-    for i in range(n):
-        team = rnd.choice(sorted(WORDS))
-        subjects, bodies = WORDS[team]
-        rows.append({"ticket_id": f"T{day:02d}{i:04d}", "subject": rnd.choice(subjects),
-                     "body": f"{rnd.choice(bodies)}, ticket {day}-{i} from customer "
-                             f"{rnd.randint(1, 10_000)}", "team": team,
-                     "channel": rnd.choice(["mail", "chat"])})
-    return rows
+TEXT_CONFIG = tickets_corpus.CONFIG
 
 
 def write_jsonl(span_dir: Path, rows: list[dict], name: str = "part-00000.jsonl.gz",
@@ -198,7 +164,7 @@ class Fixture:
             self.durations["ctr.generate"] = time.time() - t
         if "text" in families:
             for i, day in enumerate(TEXT_DAYS, 1):
-                write_jsonl(self.home / "raw" / "text" / f"dt={day}", tickets(i, 160))
+                write_jsonl(self.home / "raw" / "text" / f"dt={day}", tickets_corpus.tickets(i, 160))
         for fam in families:
             ctx = self.ctx[fam] = ctx_for(fam, self.home, "reliability_base")
             up: dict = {}

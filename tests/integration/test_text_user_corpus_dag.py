@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import json
-import random
 import subprocess
 import sys
 
@@ -22,6 +21,7 @@ import pytest
 
 from components.common import lineage, paths
 from components.registry import Registry
+from components.text import tickets as tickets_corpus
 from retrain.lineage import chain
 
 from dag_helpers import environ, load_dag, task_states, walk
@@ -30,42 +30,7 @@ pytestmark = pytest.mark.integration
 
 UTC = dt.timezone.utc
 DOWNSTREAM = ("preprocess", "finetune", "evaluate", "push")
-CONFIG = """\
-example_id: ticket_id
-text_template: "{subject}. {body}"
-tasks:
-  queue:
-    label_column: team
-    labels: [billing, outage]
-    positive: outage
-validation:
-  min_rows: 20
-max_seq_length: 32
-"""
-WORDS = {
-    "billing": (["Refund request", "Invoice question", "Charged twice", "Payment issue"],
-                ["my card was charged twice this month", "the invoice shows the wrong amount",
-                 "please refund the last payment", "I was billed after I cancelled",
-                 "the price on my receipt is higher than advertised"]),
-    "outage": (["Site down", "Cannot log in", "Service unavailable", "App crashes"],
-               ["the dashboard shows error 503 since this morning",
-                "nothing loads and the page times out", "the server is not responding at all",
-                "the app crashes on start and stays offline",
-                "all requests fail with a connection error"]),
-}
-
-
-def _tickets(day: int, n: int) -> list[dict]:
-    rnd = random.Random(day)
-    rows = []
-    for i in range(n):
-        team = rnd.choice(sorted(WORDS))
-        subjects, bodies = WORDS[team]
-        rows.append({"ticket_id": f"T{day:02d}{i:04d}", "subject": rnd.choice(subjects),
-                     "body": f"{rnd.choice(bodies)}, ticket {day}-{i} from customer "
-                             f"{rnd.randint(1, 10_000)}", "team": team,
-                     "channel": rnd.choice(["mail", "chat"])})
-    return rows
+CONFIG = tickets_corpus.CONFIG
 
 
 def _write_span(raw, day: str, rows: list[dict]) -> None:
@@ -81,7 +46,7 @@ def tickets(tmp_path_factory):
     home = tmp_path_factory.mktemp("tickets-home")
     raw = tmp_path_factory.mktemp("tickets-raw")
     for day in (1, 2):
-        _write_span(raw, f"2026-12-{day:02d}", _tickets(day, 160))
+        _write_span(raw, f"2026-12-{day:02d}", tickets_corpus.tickets(day, 160))
     config = raw.parent / f"{raw.name}-tickets.yaml"
     config.write_text(CONFIG)
     with environ(RETRAIN_HOME=str(home), RETRAIN_SPAN_POKE_SECONDS="1"):
@@ -177,7 +142,7 @@ def test_a_quarantined_day_never_trains_a_model(airflow_home, tickets):
     """The next day's window holds the quarantined Chinese span: it is left out, and the
     lineage and summary say so; the override param names it to use it anyway."""
     home, raw, config = tickets
-    _write_span(raw, "2026-12-06", _tickets(6, 120))
+    _write_span(raw, "2026-12-06", tickets_corpus.tickets(6, 120))
     later = ("finetune", "evaluate", "push")      # the window is what is tested here
     run = _dag().test(logical_date=dt.datetime(2026, 12, 7, tzinfo=UTC),
                       run_conf=_conf(raw, config), mark_success_pattern="|".join(later))
