@@ -219,7 +219,8 @@ def make_dag(family: Family):
             screened = window.screen(
                 days, ctx["span"], history_root=f"{ctx['home']}/runs/{family.name}",
                 quarantine_dir=ctx["quarantine_dir"], include=params.get("include_spans"),
-                validate_day=lambda day: validate_day(ctx, params, day))
+                validate_day=lambda day: validate_day(ctx, params, day),
+                raw_root=ctx["raw_root"])
             if screened["included_by_override"] and not params.get("override_validation_reason"):
                 raise AirflowFailException(
                     "include_spans names days that did not pass validation "

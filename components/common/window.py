@@ -39,17 +39,24 @@ def latest_validation(history_root: str | os.PathLike, day: str) -> dict | None:
 
 def screen(days: list[str], span: str, *, history_root: str, quarantine_dir: str,
            include: list[str] | None = None,
-           validate_day: Callable[[str], bool] | None = None) -> dict:
+           validate_day: Callable[[str], bool] | None = None,
+           raw_root: str | None = None) -> dict:
     """{"used": [...], "left_out": [{"span", "reason"}], "included_by_override": [...]}.
 
     `span` is validated by this run (its gate let it through, or the run would have
     stopped); `include` names days trained on whatever their validation said;
-    `validate_day(day) -> passed` validates a day no run has validated yet."""
+    `validate_day(day) -> passed` validates a day no run has validated yet. With a local
+    `raw_root`, a day never delivered (no `dt=D/_SUCCESS`: before the log began, or a
+    gap) is left out as such instead of failing the run on it."""
     include = set(include or ())
     used, left_out, forced = [], [], []
     for day in days:
         if day == span:
             used.append(day)
+            continue
+        missing = _not_delivered(raw_root, day)
+        if missing:
+            left_out.append({"span": day, "reason": missing})
             continue
         reason = _reason_to_leave_out(day, history_root, quarantine_dir, validate_day)
         if reason is None:
@@ -60,6 +67,13 @@ def screen(days: list[str], span: str, *, history_root: str, quarantine_dir: str
         else:
             left_out.append({"span": day, "reason": reason})
     return {"used": used, "left_out": left_out, "included_by_override": forced}
+
+
+def _not_delivered(raw_root: str | None, day: str) -> str | None:
+    if not raw_root or "://" in raw_root:   # a remote root: the job checks it
+        return None
+    marker = os.path.join(raw_root, f"dt={day}", "_SUCCESS")
+    return None if os.path.exists(marker) else f"not delivered: no {marker}"
 
 
 def _reason_to_leave_out(day: str, history_root: str, quarantine_dir: str,

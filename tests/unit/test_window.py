@@ -60,3 +60,21 @@ def test_window_days_can_be_excluded_but_never_the_span():
     assert days_of(span, 3, span_list("2026-11-04")) == [dt.date(2026, 11, 3), span]
     with pytest.raises(ValueError, match="cannot be excluded"):
         days_of(span, 3, [span])
+
+
+def test_a_day_never_delivered_is_left_out_not_validated(tmp_path):
+    """A 60-day window over a log that began 59 days ago (an outside-data trial: the run
+    failed on the missing first day, retried as transient)."""
+    raw = tmp_path / "raw"
+    for day in ("2026-11-02", "2026-11-03"):
+        (raw / f"dt={day}").mkdir(parents=True)
+        (raw / f"dt={day}" / "_SUCCESS").touch()
+    (raw / "dt=2026-11-01").mkdir()                  # a folder, but never finished
+    asked = []
+    out = window.screen(["2026-10-31", "2026-11-01", "2026-11-02", "2026-11-03"], "2026-11-03",
+                        history_root=str(tmp_path / "runs"), quarantine_dir=str(tmp_path / "q"),
+                        validate_day=lambda d: asked.append(d) or True, raw_root=str(raw))
+    assert out["used"] == ["2026-11-02", "2026-11-03"] and asked == ["2026-11-02"]
+    assert out["left_out"] == [
+        {"span": "2026-10-31", "reason": f"not delivered: no {raw}/dt=2026-10-31/_SUCCESS"},
+        {"span": "2026-11-01", "reason": f"not delivered: no {raw}/dt=2026-11-01/_SUCCESS"}]
