@@ -341,7 +341,7 @@ def test_data_docs_render_the_failed_expectations_in_headless_chromium(home, tmp
 
 
 # --------------------------------------------------------------------------- hostile inputs
-# Findings of the fault campaign (README "Reliability"): each has its own test here.
+# Findings of the fault campaign (README "Reliability campaign"): each has its own test here.
 
 
 def write_jsonl_day(home, rows, day=DAY, name="part-00000.jsonl.gz"):
