@@ -127,15 +127,21 @@ def test_load_text_reads_a_folder_and_keeps_the_users_dates(tmp_path):
                                    text_column="body"))
 
 
-def test_validation_follows_the_users_config_quarantines_and_can_be_overridden(tmp_path):
-    import gzip
-
+def _tickets_config_and_span(tmp_path):
+    """A ticket config (text from a template over two columns) and an empty span folder."""
     config = tmp_path / "tickets.yaml"
     config.write_text("example_id: tid\ntext_template: '{subject}: {body}'\n"
                       "tasks:\n  queue: {label_column: team, labels: [billing, outage]}\n"
                       "validation: {min_rows: 10}\n")
     span = tmp_path / "raw" / "dt=2026-12-01"
     span.mkdir(parents=True)
+    return config, span
+
+
+def test_validation_follows_the_users_config_quarantines_and_can_be_overridden(tmp_path):
+    import gzip
+
+    config, span = _tickets_config_and_span(tmp_path)
     rows = [{"tid": i, "subject": "Refund" if i % 2 else "Down",
              "body": f"ticket number {i} about my account", "team": "billing" if i % 2
              else "outage"} for i in range(30)]
@@ -200,12 +206,7 @@ def test_a_number_in_a_text_column_is_named_not_read_as_text(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    config = tmp_path / "tickets.yaml"
-    config.write_text("example_id: tid\ntext_template: '{subject}: {body}'\n"
-                      "tasks:\n  queue: {label_column: team, labels: [billing, outage]}\n"
-                      "validation: {min_rows: 10}\n")
-    span = tmp_path / "raw" / "dt=2026-12-01"
-    span.mkdir(parents=True)
+    config, span = _tickets_config_and_span(tmp_path)
     pq.write_table(pa.table({"tid": list(range(30)), "subject": [1.5] * 30,
                              "body": [f"ticket number {i} about my account" for i in range(30)],
                              "team": ["billing", "outage"] * 15}), span / "part-0.parquet")
