@@ -72,6 +72,13 @@ NAMESPACE = "retrain.preprocess_ctr"
 # about 28 datasets Beam's metrics code hits RecursionError. Beyond this many (a 3-day
 # window), one dataset: memory flat in the window, the cache's saving given up.
 MAX_CACHED_DATASETS = 6
+# Measured on this job's tf.Examples: gzip level 1 writes 3x faster than zlib's default
+# (6) for 24 % more bytes; writing was the largest cost of the job at the default.
+DEFAULT_GZIP_LEVEL = 1
+# Rows per RecordBatch: tf.Transform and the encoder pay a fixed cost per batch; 65,536
+# ran 2M rows 1.4x faster than 4,096 (bench/preprocess_ctr.py) for ~0.2 GB more peak.
+DEFAULT_BATCH_SIZE = 65536
+WRITER_THREADS = 2   # shard files written in parallel per bundle (see _ShardWriters)
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
@@ -88,9 +95,13 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
                    help="share of the newest span held out for evaluation (stable hash of example_id)")
     p.add_argument("--output-dir", required=True, help="where shards, transform graph and summary go")
     p.add_argument("--num-shards", type=int, default=0,
-                   help="TFRecord shards per split; 0 (default): one file per bundle, written "
-                        "batch-wise (fastest); N: exactly N files via Beam's per-record sink")
-    p.add_argument("--batch-size", type=int, default=4096,
+                   help="TFRecord shards per split; 0 (default): a file per writer thread "
+                        "per bundle, written batch-wise (fastest); N: exactly N files via "
+                        "Beam's per-record sink")
+    p.add_argument("--gzip-level", type=int, default=DEFAULT_GZIP_LEVEL,
+                   help="gzip level of the TFRecord shards: 1 fastest .. 9 smallest "
+                        f"(default {DEFAULT_GZIP_LEVEL}); readers need no change")
+    p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
                    help="rows per Arrow RecordBatch handed to tf.Transform")
     p.add_argument("--feature-config", default="",
                    help="YAML/JSON feature config (columns, types, transforms, label); "
@@ -506,8 +517,8 @@ def read_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT_MAX_L
 
 def held_out_mask(batch: pa.RecordBatch, eval_percent: int, layout: RawLayout) -> np.ndarray:
     """Rows whose stable example-id hash puts them in a day's held-out (eval) part."""
-    ids = batch.column(layout.example_id).to_pylist()
-    return np.fromiter((F.is_eval(i, eval_percent) for i in ids), dtype=bool, count=len(ids))
+    ids = batch.column(layout.example_id).cast(pa.large_binary()).to_pylist()
+    return F.eval_mask(ids, eval_percent)
 
 
 def _select(batch: pa.RecordBatch, mask: np.ndarray, n: int) -> pa.RecordBatch:
@@ -559,17 +570,104 @@ class ReadAnalysisParts(beam.DoFn):
         self._schema = arrow_schema(self._layout)
 
     def process(self, path: str, parts: list[str]):
+        for part, batch in self._parts(path, parts):
+            yield beam.pvalue.TaggedOutput(part, batch)
+
+    def _parts(self, path: str, parts, merged: bool = False):
+        """(part, model RecordBatch) of the file's good rows in `parts`; `merged`: the
+        caller ignores the part, so a file whose rows all count is not split."""
         for batch, _ in _timed(read_batches(path, self._batch_size, self._max_line_bytes,
                                             self._layout), self._read_us):
             if not batch.num_rows:
                 continue
-            held_out = held_out_mask(batch, self._eval_percent, self._layout)
             model_batch = to_model_batch(batch, self._schema)
+            if merged and len(parts) == 2:   # every row, one output: no split to compute
+                self._rows.inc(batch.num_rows)
+                yield REST, model_batch
+                continue
+            held_out = held_out_mask(batch, self._eval_percent, self._layout)
             for part, mask in ((HELD_OUT, held_out), (REST, ~held_out)):
                 n = int(mask.sum())
                 if n and part in parts:
                     self._rows.inc(n)
-                    yield beam.pvalue.TaggedOutput(part, _select(model_batch, mask, n))
+                    yield part, _select(model_batch, mask, n)
+
+
+class ReadWindowForAnalysis(ReadAnalysisParts):
+    """Read one input file for the whole-window analysis: one output, every good row but
+    the newest span's held-out ones. One output on purpose: on the local runner, a
+    Flatten of separate reads is a stage boundary whose buffer held every row of the
+    window (peak memory grew with the rows: 4.7 GB at 5M rows, bench/preprocess_ctr.py)."""
+
+    def __init__(self, eval_span: str, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._eval_span = eval_span
+
+    def process(self, path: str):
+        parts = (REST,) if f"dt={self._eval_span}" in path else (HELD_OUT, REST)
+        for _, batch in self._parts(path, parts, merged=True):
+            yield batch
+
+
+class _ShardWriters:
+    """Encode RecordBatches to tf.Examples and write them to gzip TFRecord files, one file
+    per thread: encoding and compression run in C++ without the GIL, so the threads use
+    the cores the single-threaded runner leaves idle (writing was the job's largest cost:
+    2 threads ran 5M rows in 30.8 s instead of 40.2 s). At most `2 * threads` batches
+    wait, so memory stays flat; an error in a thread is raised in the caller."""
+
+    _DONE = object()
+
+    def __init__(self, stem: str, encoder, gzip_level: int, threads: int):
+        import queue
+        import threading
+        self.paths = [f"{stem}-{i}.tfrecord.gz" for i in range(threads)]
+        self._busy = [0.0] * threads    # seconds each thread spent encoding and writing
+        self._encoder, self._gzip_level = encoder, gzip_level
+        self._queue: queue.Queue = queue.Queue(maxsize=2 * threads)
+        self._errors: list[BaseException] = []
+        self._threads = [threading.Thread(target=self._run, args=(i,), daemon=True,
+                                          name=f"shard-writer-{i}")
+                         for i in range(threads)]
+        for t in self._threads:
+            t.start()
+
+    @property
+    def busy_seconds(self) -> float:
+        return sum(self._busy)
+
+    def _run(self, i: int):
+        import tensorflow as tf
+        options = tf.io.TFRecordOptions(compression_type="GZIP",
+                                        compression_level=self._gzip_level)
+        try:
+            with tf.io.TFRecordWriter(self.paths[i], options) as writer:
+                while (batch := self._queue.get()) is not self._DONE:
+                    t = time.perf_counter()
+                    for record in self._encoder.encode(batch):
+                        writer.write(record)
+                    self._busy[i] += time.perf_counter() - t
+        except BaseException as e:   # re-raised in the Beam thread by put() / close()
+            self._errors.append(e)
+            while self._queue.get() is not self._DONE:   # keep the producer unblocked
+                pass
+
+    def _check(self):
+        if self._errors:
+            raise RuntimeError(f"writing {self.paths} failed: {self._errors[0]}") \
+                from self._errors[0]
+
+    def put(self, batch):
+        if self._errors:
+            self.close()   # stops every thread, then raises
+        self._queue.put(batch)
+
+    def close(self):
+        for _ in self._threads:
+            self._queue.put(self._DONE)
+        for t in self._threads:
+            t.join()
+        self._check()
 
 
 class _WriteBundleShard(beam.DoFn):
@@ -581,30 +679,28 @@ class _WriteBundleShard(beam.DoFn):
     profile showed it as the largest per-row cost of the job after the transform itself.
     """
 
-    def __init__(self, directory: str):
+    def __init__(self, directory: str, gzip_level: int = DEFAULT_GZIP_LEVEL):
         self._dir = directory
+        self._gzip_level = gzip_level
         self._write_us = Metrics.counter(NAMESPACE, "write_us")
 
     def start_bundle(self):
-        self._writer = self._path = None
+        self._writer = None
 
     def process(self, element, encoder):
-        import tensorflow as tf
-        t = time.perf_counter()
         batch = element[0] if isinstance(element, tuple) else element   # drop passthrough
         if self._writer is None:
-            self._path = f"{self._dir}/.tmp-{uuid.uuid4().hex}.tfrecord.gz"
-            self._writer = tf.io.TFRecordWriter(self._path, options="GZIP")
-        write = self._writer.write
-        for record in encoder.encode(batch):
-            write(record)
-        self._write_us.inc(round((time.perf_counter() - t) * 1e6))
+            self._writer = _ShardWriters(f"{self._dir}/.tmp-{uuid.uuid4().hex}", encoder,
+                                         self._gzip_level, WRITER_THREADS)
+        self._writer.put(batch)
 
     def finish_bundle(self):
         if self._writer is not None:
-            self._writer.close()
-            yield WindowedValue(self._path, MIN_TIMESTAMP, [GlobalWindow()])
-            self._writer = None
+            writer, self._writer = self._writer, None
+            writer.close()
+            self._write_us.inc(round(writer.busy_seconds * 1e6))
+            for path in writer.paths:
+                yield WindowedValue(path, MIN_TIMESTAMP, [GlobalWindow()])
 
 
 def _commit_shards(temp_paths: list[str], directory: str) -> list[str]:
@@ -631,9 +727,10 @@ def _commit_shards(temp_paths: list[str], directory: str) -> list[str]:
 class WriteTransformedShards(beam.PTransform):
     """(transformed RecordBatches, metadata) -> gzip TFRecord shards of tf.Examples."""
 
-    def __init__(self, directory: str):
+    def __init__(self, directory: str, gzip_level: int = DEFAULT_GZIP_LEVEL):
         super().__init__()
         self._dir = directory
+        self._gzip_level = gzip_level
 
     def _extract_input_pvalues(self, data_and_metadata):
         return data_and_metadata, [data_and_metadata[0]]
@@ -646,7 +743,7 @@ class WriteTransformedShards(beam.PTransform):
                    | "Encoder" >> beam.Map(
                        lambda m: example_coder.RecordBatchToExamplesEncoder(m.schema)))
         return (data
-                | "WriteBundles" >> beam.ParDo(_WriteBundleShard(self._dir),
+                | "WriteBundles" >> beam.ParDo(_WriteBundleShard(self._dir, self._gzip_level),
                                                encoder=beam.pvalue.AsSingleton(encoder))
                 | "Collect" >> beam.combiners.ToList()
                 | "Commit" >> beam.Map(_commit_shards, self._dir))
@@ -754,16 +851,12 @@ def _analyze_whole(pipeline, args, files, preprocessing_fn, analysis: dict,
     memory stay the same size however many days the window has."""
     import tensorflow_transform.beam as tft_beam
 
-    reads = []
-    for name, paths, parts in (
-            ("older", [p for d, ps in files.items() if d != args.span for p in ps],
-             [HELD_OUT, REST]),
-            ("span", files.get(args.span, []), [REST])):
-        if not paths:
-            continue
-        read = _read_for_analysis(pipeline, name, paths, parts, args, layout)
-        reads += [read[p] for p in parts]
-    data = tuple(reads) | "AnalysisRows" >> beam.Flatten()
+    data = (pipeline
+            | "AnalysisFiles" >> beam.Create([p for ps in files.values() for p in ps])
+            | "AnalysisReshuffle" >> beam.Reshuffle()
+            | "AnalysisRead" >> beam.ParDo(ReadWindowForAnalysis(
+                args.span.isoformat(), args.eval_percent, args.batch_size,
+                args.max_line_bytes, layout)))
     analysis.update({"cache_dir": None, "datasets": {"window": "computed"}})
     log.info("analysis: the %d-day window as one dataset", len(files))
     return ((data, tensor_adapter_config(layout))
@@ -830,6 +923,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     args, beam_args = parse_args(argv)
     if not 0 < args.eval_percent < 100:   # 0: no eval split; 100: nothing to train on
         raise ValueError(f"eval_percent (--eval-percent) must be in 1..99, got {args.eval_percent}")
+    if not 1 <= args.gzip_level <= 9:
+        raise ValueError(f"gzip_level (--gzip-level) must be in 1..9, got {args.gzip_level}")
     for name in ("window_days", "batch_size", "max_line_bytes", "max_cached_datasets"):
         if getattr(args, name) < 1:
             raise ValueError(f"{name} (--{name.replace('_', '-')}) must be at least 1, "
@@ -884,7 +979,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                                  num_shards=args.num_shards))
                     else:                 # default: batch-wise C++ encoding, a file per bundle
                         _ = ((transformed, metadata)
-                             | f"Write{split}" >> WriteTransformedShards(str(tmp / split)))
+                             | f"Write{split}" >> WriteTransformedShards(str(tmp / split), args.gzip_level))
         result = pipeline.result
         rawfiles.verify_unchanged(inputs)   # analysis and transform read the same bytes
         # Committed values where the runner has them (DirectRunner, Dataflow, Flink).

@@ -41,9 +41,8 @@ def read_span(span_dir: str | Path, cfg=None) -> pa.Table:
 def read_eval_rows(span_dir: str | Path, eval_percent: int, cfg=None) -> pa.Table:
     cfg = cfg or _default_config()
     table = read_span(span_dir, cfg)
-    ids = table.column(cfg.example_id).to_pylist()
-    mask = np.fromiter((F.is_eval(i, eval_percent) for i in ids), dtype=bool, count=len(ids))
-    return table.filter(pa.array(mask))
+    return table.filter(pa.array(F.eval_mask(table.column(cfg.example_id).to_pylist(),
+                                             eval_percent)))
 
 
 def read_rows_by_id(span_dir: str | Path, example_ids: list[str], cfg=None) -> pa.Table:

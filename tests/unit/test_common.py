@@ -88,6 +88,16 @@ def test_eval_split_is_stable_and_roughly_proportional():
     assert all(F.is_eval(i, 20) <= F.is_eval(i, 30) for i in ids[:1000])  # nested splits
 
 
+def test_eval_mask_of_many_ids_is_is_eval_of_each():
+    """The preprocessing job's batched split must put every row where the per-row rule
+    (used by evaluation and the raw-data readers) puts it, text or bytes ids alike."""
+    ids = [f"2026-11-01-{i:08d}" for i in range(5_000)] + ["ünïcode-id", "", "x" * 300]
+    expected = [F.is_eval(i, 20) for i in ids]
+    assert F.eval_mask(ids, 20).tolist() == expected
+    assert F.eval_mask([i.encode() for i in ids], 20).tolist() == expected
+    assert F.eval_mask([], 20).tolist() == []
+
+
 @dataclasses.dataclass
 class _Spec:
     n: int

@@ -239,3 +239,49 @@ def test_a_corrupt_parquet_part_fails_naming_the_file(tmp_path):
     with pytest.raises(ValueError, match=r"part-00000.parquet: corrupt or unreadable Parquet") as e:
         list(job.read_parquet_batches(str(path), batch_size=50))
     assert kind_of(e.value) == BAD_DATA
+
+
+@pytest.mark.parametrize("flag, value, name", [("--gzip-level", "0", "gzip_level"),
+                                               ("--gzip-level", "10", "gzip_level"),
+                                               ("--batch-size", "0", "batch_size")])
+def test_a_job_option_out_of_range_is_refused_naming_it(tmp_path, flag, value, name):
+    with pytest.raises(ValueError, match=rf"{name} \({flag}\) must be"):
+        job.run(["--raw-root", str(tmp_path), "--span", "2026-11-01",
+                 "--output-dir", str(tmp_path / "out"), flag, value])
+    assert not (tmp_path / "out").exists()
+
+
+class _Encoder:
+    """Stands in for tfx_bsl's encoder: one record per row, or a failure."""
+
+    def __init__(self, fail_on: int | None = None):
+        self.fail_on, self.calls = fail_on, 0
+
+    def encode(self, batch):
+        self.calls += 1
+        if self.calls == self.fail_on:
+            raise ValueError("cannot encode this batch")
+        return [str(v).encode() for v in batch.column(0).to_pylist()]
+
+
+def test_shard_writers_write_every_row_once_across_their_files(tmp_path):
+    import tensorflow as tf
+    writers = job._ShardWriters(str(tmp_path / "s"), _Encoder(), gzip_level=1, threads=2)
+    for start in range(0, 1000, 100):
+        writers.put(pa.RecordBatch.from_arrays([pa.array(range(start, start + 100))], ["x"]))
+    writers.close()
+    assert len(writers.paths) == 2 and all(p.endswith(".tfrecord.gz") for p in writers.paths)
+    rows = [int(r.numpy()) for p in writers.paths
+            for r in tf.data.TFRecordDataset(p, compression_type="GZIP")]
+    assert sorted(rows) == list(range(1000))
+
+
+def test_a_failure_in_a_shard_writer_thread_fails_the_caller(tmp_path):
+    writers = job._ShardWriters(str(tmp_path / "s"), _Encoder(fail_on=3), gzip_level=1,
+                                threads=2)
+    batch = pa.RecordBatch.from_arrays([pa.array(range(10))], ["x"])
+    with pytest.raises(RuntimeError, match="cannot encode this batch"):
+        for _ in range(50):
+            writers.put(batch)
+        writers.close()
+    assert not any(t.is_alive() for t in writers._threads)
