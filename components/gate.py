@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 REQUIRED_METRICS = ("auc", "log_loss")
+REGRESSION_TESTS = ("interval", "point")
 NO_BASELINE_REASON = "no published baseline: decided on absolute thresholds only"
 
 # Metrics are often rounded before they get here; a candidate exactly on a limit passes
@@ -44,11 +45,27 @@ class Thresholds:
     max_slice_auc_drop: float | None = 0.03
     min_slice_rows: int = 2000
     min_slice_positives: int = 50
+    # How the two regression rules judge a difference. "interval" (default): on the paired
+    # bootstrap interval of candidate - baseline (same eval rows, same resamples) when the
+    # candidate's metrics carry one (`ci.auc_delta`, `ci.log_loss_delta`): a candidate
+    # fails only when it is worse than the allowance with the interval's confidence, i.e.
+    # the whole interval lies beyond it. A ±0.002 rule on point estimates sits inside the
+    # noise of 400-10,000 eval rows (intervals of ±0.01-0.04) and rejects fresher models
+    # by chance. "point": compare the point estimates (also the fallback without an
+    # interval).
+    regression_test: str = "interval"
+    # Fewer eval rows than this fail the `min_eval_rows` rule (0: no such rule). The
+    # decision always states the rows it was judged on and the interval's width.
+    min_eval_rows: int = 0
 
     def __post_init__(self) -> None:
+        if self.regression_test not in REGRESSION_TESTS:
+            raise ValueError(f"Thresholds.regression_test must be one of {REGRESSION_TESTS}, "
+                             f"got {self.regression_test!r}")
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if value is None and f.name in ("max_log_loss", "max_slice_auc_drop"):
+            if f.name == "regression_test" or (
+                    value is None and f.name in ("max_log_loss", "max_slice_auc_drop")):
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) \
                     or not math.isfinite(value):
@@ -60,7 +77,7 @@ class Thresholds:
         for name in ("max_auc_drop", "max_log_loss_increase", "max_slice_auc_drop"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ValueError(f"Thresholds.{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("min_slice_rows", "min_slice_positives"):
+        for name in ("min_slice_rows", "min_slice_positives", "min_eval_rows"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ValueError(f"Thresholds.{name} must be an integer >= 0, "
                                  f"got {getattr(self, name)!r}")
@@ -262,25 +279,99 @@ def _auc_log_loss_rules(candidate, baseline, thresholds: Thresholds, add, reason
             thresholds.max_log_loss,
             f"log_loss {log_loss:.4f} <= max_log_loss {thresholds.max_log_loss:.4f}")
 
+    rows = _eval_rows(candidate)
+    if thresholds.min_eval_rows:
+        add("min_eval_rows", rows is not None and rows >= thresholds.min_eval_rows,
+            rows, thresholds.min_eval_rows,
+            f"eval rows {rows} >= min_eval_rows {thresholds.min_eval_rows}")
     if baseline is None:
         reasons.append(NO_BASELINE_REASON)
     else:
         base_auc = _metric(baseline, "auc", "baseline")
         base_ll = _metric(baseline, "log_loss", "baseline")
-        auc_floor = base_auc - thresholds.max_auc_drop
-        add("max_auc_drop", auc >= auc_floor - _EPS, auc, auc_floor,
-            f"auc {auc:.4f} >= baseline auc {base_auc:.4f} - max_auc_drop "
-            f"{thresholds.max_auc_drop:.4f} (= {auc_floor:.4f})",
-            baseline=base_auc)
-        ll_ceiling = base_ll + thresholds.max_log_loss_increase
-        add("max_log_loss_increase", log_loss <= ll_ceiling + _EPS, log_loss, ll_ceiling,
-            f"log_loss {log_loss:.4f} <= baseline log_loss {base_ll:.4f} + "
-            f"max_log_loss_increase {thresholds.max_log_loss_increase:.4f} "
-            f"(= {ll_ceiling:.4f})",
-            baseline=base_ll)
+        paired = _paired_intervals(candidate) if thresholds.regression_test == "interval" \
+            else None
+        if paired is None:
+            if thresholds.regression_test == "interval":
+                reasons.append("no paired interval of the difference to the baseline in "
+                               "the candidate's metrics: point estimates compared")
+            _point_regression_rules(auc, log_loss, base_auc, base_ll, thresholds, add)
+        else:
+            _interval_regression_rules(paired, base_auc, base_ll, thresholds, add, reasons)
         if thresholds.max_slice_auc_drop is not None:
             _slice_rules(candidate.get("slices"), baseline.get("slices"), thresholds, add,
                          reasons)
+
+
+def _eval_rows(metrics: dict[str, Any]) -> int | None:
+    for value in (metrics.get("n"), (metrics.get("ci") or {}).get("rows")):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def _paired_intervals(candidate: dict[str, Any]) -> dict[str, Any] | None:
+    """The candidate's paired bootstrap intervals of auc and log-loss differences against
+    the baseline (`components.metrics.bootstrap_ci`), or None when it has none."""
+    ci = candidate.get("ci")
+    if not isinstance(ci, dict):
+        return None
+    out = {"level": ci.get("level", 0.95), "rows": ci.get("rows"),
+           "n_resamples": ci.get("n_resamples")}
+    for key in ("auc_delta", "log_loss_delta"):
+        d = ci.get(key)
+        if not isinstance(d, dict) or any(not isinstance(d.get(k), (int, float))
+                                          or isinstance(d.get(k), bool)
+                                          or not math.isfinite(d[k])
+                                          for k in ("estimate", "low", "high")):
+            return None
+        out[key] = {"value": float(d["estimate"]), "low": float(d["low"]),
+                    "high": float(d["high"])}
+    return out
+
+
+def _point_regression_rules(auc, log_loss, base_auc, base_ll, thresholds: Thresholds,
+                            add) -> None:
+    auc_floor = base_auc - thresholds.max_auc_drop
+    add("max_auc_drop", auc >= auc_floor - _EPS, auc, auc_floor,
+        f"auc {auc:.4f} >= baseline auc {base_auc:.4f} - max_auc_drop "
+        f"{thresholds.max_auc_drop:.4f} (= {auc_floor:.4f})",
+        baseline=base_auc, test="point")
+    ll_ceiling = base_ll + thresholds.max_log_loss_increase
+    add("max_log_loss_increase", log_loss <= ll_ceiling + _EPS, log_loss, ll_ceiling,
+        f"log_loss {log_loss:.4f} <= baseline log_loss {base_ll:.4f} + "
+        f"max_log_loss_increase {thresholds.max_log_loss_increase:.4f} "
+        f"(= {ll_ceiling:.4f})",
+        baseline=base_ll, test="point")
+
+
+def _interval_regression_rules(paired: dict[str, Any], base_auc, base_ll,
+                               thresholds: Thresholds, add, reasons: list[str]) -> None:
+    """Fail only when the candidate is worse than the allowance with the interval's
+    confidence: `observed` is the interval's end nearest to "better", `limit` the
+    allowance, so `passed` reads as observed vs limit like every other rule."""
+    level, rows = paired["level"], paired["rows"]
+    pct = f"{level:.0%}"
+    auc_d, ll_d = paired["auc_delta"], paired["log_loss_delta"]
+    reasons.append(
+        f"judged on {rows} eval rows: the paired {pct} interval of the auc difference is "
+        f"{auc_d['high'] - auc_d['low']:.4f} wide ({paired['n_resamples']} bootstrap "
+        f"resamples); a smaller difference is noise")
+    drop = thresholds.max_auc_drop
+    add("max_auc_drop", auc_d["high"] >= -drop - _EPS, auc_d["high"], -drop,
+        f"auc difference {auc_d['value']:+.4f} vs baseline {base_auc:.4f}, {pct} interval "
+        f"[{auc_d['low']:+.4f}, {auc_d['high']:+.4f}]: worse than -max_auc_drop "
+        f"{drop:.4f} with {pct} confidence only if the whole interval is below it",
+        baseline=base_auc, test="paired_interval", level=level, delta=auc_d["value"],
+        delta_low=auc_d["low"], delta_high=auc_d["high"])
+    inc = thresholds.max_log_loss_increase
+    add("max_log_loss_increase", ll_d["low"] <= inc + _EPS, ll_d["low"], inc,
+        f"log_loss difference {ll_d['value']:+.4f} vs baseline {base_ll:.4f}, {pct} "
+        f"interval [{ll_d['low']:+.4f}, {ll_d['high']:+.4f}]: worse than "
+        f"+max_log_loss_increase {inc:.4f} with {pct} confidence only if the whole "
+        f"interval is above it",
+        baseline=base_ll, test="paired_interval", level=level, delta=ll_d["value"],
+        delta_low=ll_d["low"], delta_high=ll_d["high"])
 
 
 def _slice_rules(candidate: Any, baseline: Any, thresholds: Thresholds, add,

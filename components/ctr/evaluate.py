@@ -39,6 +39,10 @@ class EvaluateSpec:
     min_auc: float = 0.6
     max_auc_drop: float = 0.002
     max_log_loss_increase: float = 0.002
+    # "interval": the two rules above on the paired bootstrap interval (fail only when
+    # worse with 95 % confidence); "point": on the point estimates (components.gate).
+    regression_test: str = "interval"
+    min_eval_rows: int = 0
     force_reason: str | None = None
     # Slices (components.ctr.slices.SLICES when None, none when []) and their guard.
     slices: list[str] | None = None
@@ -138,6 +142,8 @@ def run(spec: EvaluateSpec) -> dict:
 
     thresholds = gate.Thresholds(min_auc=spec.min_auc, max_auc_drop=spec.max_auc_drop,
                                  max_log_loss_increase=spec.max_log_loss_increase,
+                                 regression_test=spec.regression_test,
+                                 min_eval_rows=spec.min_eval_rows,
                                  max_slice_auc_drop=spec.max_slice_auc_drop,
                                  min_slice_rows=spec.min_slice_rows,
                                  min_slice_positives=spec.min_slice_positives)

@@ -148,3 +148,64 @@ def test_any_family_decides_on_its_headline_metrics_with_their_directions():
         MetricLimit("rmse", "lower")
     with pytest.raises(ValueError, match="missing required key 'rmse'"):
         headline_rules({"mae": 1.0}, None, limits)
+
+
+def _with_interval(auc, log_loss, auc_delta, ll_delta, rows=4000):
+    """Candidate metrics as `components.metrics.bootstrap_ci` leaves them: paired
+    intervals (estimate, low, high) of candidate - baseline."""
+    def iv(est, lo, hi):
+        return {"estimate": est, "low": lo, "high": hi}
+    return {"auc": auc, "log_loss": log_loss, "n": rows,
+            "ci": {"level": 0.95, "rows": rows, "n_resamples": 200,
+                   "auc_delta": iv(*auc_delta), "log_loss_delta": iv(*ll_delta)}}
+
+
+def test_a_drop_inside_the_noise_is_not_rejected_but_one_outside_it_is():
+    # Point estimates 0.0030 below the baseline: the point rule rejects it.
+    inside = _with_interval(0.7782, 0.4505, (-0.0030, -0.0130, +0.0070),
+                            (+0.0005, -0.0020, +0.0030))
+    assert not decide(inside, BASE, Thresholds(regression_test="point")).blessed
+    d = decide(inside, BASE, T)
+    assert d.blessed, d.reasons
+    r = rule(d, "max_auc_drop")
+    assert r["test"] == "paired_interval" and r["observed"] == 0.0070 and r["limit"] == -0.002
+    assert (r["delta"], r["delta_low"], r["delta_high"]) == (-0.0030, -0.0130, 0.0070)
+    assert any(line.startswith("judged on 4000 eval rows: the paired 95% interval of the auc "
+                               "difference is 0.0200 wide") for line in d.reasons)
+    # The whole interval below -max_auc_drop: worse with 95 % confidence.
+    outside = _with_interval(0.7712, 0.4505, (-0.0100, -0.0160, -0.0040),
+                             (+0.0005, -0.0020, +0.0030))
+    d = decide(outside, BASE, T)
+    assert not d.blessed and d.failed_rules == ["max_auc_drop"]
+    assert any("[-0.0160, -0.0040]" in line and line.endswith(": fail") for line in d.reasons)
+
+
+def test_log_loss_regression_judged_on_its_interval():
+    inside = _with_interval(0.7812, 0.4540, (0.0, -0.005, 0.005), (+0.0040, -0.0010, +0.0090))
+    assert decide(inside, BASE, T).blessed
+    outside = _with_interval(0.7812, 0.4600, (0.0, -0.005, 0.005), (+0.0100, +0.0060, +0.0140))
+    d = decide(outside, BASE, T)
+    assert d.failed_rules == ["max_log_loss_increase"]
+    assert rule(d, "max_log_loss_increase")["observed"] == 0.0060
+
+
+def test_without_a_usable_interval_the_gate_says_it_compared_points():
+    no_ci = decide({"auc": 0.7790, "log_loss": 0.45}, BASE, T)
+    assert not no_ci.blessed and rule(no_ci, "max_auc_drop")["test"] == "point"
+    assert any("point estimates compared" in line for line in no_ci.reasons)
+    undefined = _with_interval(0.7790, 0.45, (-0.0022, -0.01, 0.005), (0.0, -0.001, 0.001))
+    undefined["ci"]["auc_delta"]["low"] = None   # e.g. every resample had one class
+    assert rule(decide(undefined, BASE, T), "max_auc_drop")["test"] == "point"
+
+
+def test_min_eval_rows_rule_and_bad_thresholds():
+    th = Thresholds(min_eval_rows=1000)
+    small = decide(_with_interval(0.8, 0.4, (0, -0.01, 0.01), (0, -0.01, 0.01), rows=400),
+                   None, th)
+    assert small.failed_rules == ["min_eval_rows"]
+    assert "eval rows 400 >= min_eval_rows 1000: fail" in small.reasons
+    assert "min_eval_rows" not in [r["name"] for r in decide(BASE, None, T).rules]
+    with pytest.raises(ValueError, match="regression_test must be one of"):
+        Thresholds(regression_test="vibes")
+    with pytest.raises(ValueError, match="min_eval_rows must be an integer"):
+        Thresholds(min_eval_rows=-1)
