@@ -2,9 +2,13 @@
 
 Reads the daily partitions of a window of spans (`part-*.parquet` and/or
 `part-*.jsonl[.gz]`, format chosen by file extension), analyses the training rows
-(vocabularies, NaN-aware means/variances), transforms a train split (window minus the
-newest span's eval rows) and an eval split (the newest span's hash-selected eval rows),
+(vocabularies, NaN-aware means/variances), transforms a train split and an eval split,
 and writes gzip TFRecord shards, the transform graph and a run summary.
+
+Every day's held-out rows (a stable hash of the example id, `--eval-percent` of them)
+are never training rows: the newest span's are the eval split, the older days' are
+left out (counted as `rows_held_out`). So a model is never scored on rows it or the
+published model trained on, whichever day a backfill evaluates.
 
 Nothing is lost silently: a malformed record (bad JSON, wrong type, null in a required
 field, non-UTF-8 bytes, truncated or oversize line) goes to `rejected/` as one JSON line
@@ -69,8 +73,9 @@ NAMESPACE = "retrain.preprocess_ctr"
 # Measured (bench/preprocess_window.py): each tf.Transform dataset costs about 50 MB of
 # peak memory on the local runner; a 7-day window cached per day part (13 datasets) peaked
 # at 1.65 GB where the same rows as one dataset took 1.02 GB, 21 days at 2.4 GB, and past
-# about 28 datasets Beam's metrics code hits RecursionError. Beyond this many (a 3-day
-# window), one dataset: memory flat in the window, the cache's saving given up.
+# about 28 datasets Beam's metrics code hits RecursionError. Beyond this many (a 6-day
+# window: one dataset per day), one dataset: memory flat in the window, the cache's
+# saving given up.
 MAX_CACHED_DATASETS = 6
 # Measured on this job's tf.Examples: gzip level 1 writes 3x faster than zlib's default
 # (6) for 24 % more bytes; writing was the largest cost of the job at the default.
@@ -462,6 +467,7 @@ class ReadSplitBatches(beam.DoFn):
         self._rows_in = Metrics.counter(NAMESPACE, "rows_in")
         self._rows = {s: Metrics.counter(NAMESPACE, f"rows_{s}") for s in (TRAIN_DIR, EVAL_DIR)}
         self._rows_rejected = Metrics.counter(NAMESPACE, "rows_rejected")
+        self._rows_held_out = Metrics.counter(NAMESPACE, "rows_held_out")
         self._by_reason = {r: Metrics.counter(NAMESPACE, f"rejected_{r}") for r in REJECT_REASONS}
         self._read_us = Metrics.counter(NAMESPACE, "read_us")
 
@@ -480,10 +486,12 @@ class ReadSplitBatches(beam.DoFn):
                     yield beam.pvalue.TaggedOutput(REJECTED_DIR, json.dumps(r, sort_keys=True))
             if not batch.num_rows:
                 continue
-            eval_mask = (held_out_mask(batch, self._eval_percent, self._layout) if is_span
-                         else np.zeros(batch.num_rows, dtype=bool))
+            held_out = held_out_mask(batch, self._eval_percent, self._layout)
             model_batch = to_model_batch(batch, self._schema)
-            for split, mask in ((TRAIN_DIR, ~eval_mask), (EVAL_DIR, eval_mask)):
+            if not is_span:   # an older day's eval rows: no model of any day trains on them
+                self._rows_held_out.inc(int(held_out.sum()))
+            eval_mask = held_out if is_span else np.zeros(batch.num_rows, dtype=bool)
+            for split, mask in ((TRAIN_DIR, ~held_out), (EVAL_DIR, eval_mask)):
                 n = int(mask.sum())
                 if n:
                     self._rows[split].inc(n)
@@ -547,9 +555,10 @@ def to_model_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-# The two parts of a day for analysis: its held-out rows (the eval split while the day is
-# the newest span) and the rest. A day is analysed as `rest` while it is the newest span
-# and as both parts later, so each part's statistics can be cached and reused as-is.
+# The two parts of a day: its held-out rows (the eval split while the day is the newest
+# span, then never used for training) and the rest, the day's training rows. Analysis
+# reads the rest of every day, so a day's cached statistics are the same whichever
+# window it is part of.
 HELD_OUT, REST = "heldout", "rest"
 
 
@@ -573,40 +582,19 @@ class ReadAnalysisParts(beam.DoFn):
         for part, batch in self._parts(path, parts):
             yield beam.pvalue.TaggedOutput(part, batch)
 
-    def _parts(self, path: str, parts, merged: bool = False):
-        """(part, model RecordBatch) of the file's good rows in `parts`; `merged`: the
-        caller ignores the part, so a file whose rows all count is not split."""
+    def _parts(self, path: str, parts):
+        """(part, model RecordBatch) of the file's good rows in `parts`."""
         for batch, _ in _timed(read_batches(path, self._batch_size, self._max_line_bytes,
                                             self._layout), self._read_us):
             if not batch.num_rows:
                 continue
             model_batch = to_model_batch(batch, self._schema)
-            if merged and len(parts) == 2:   # every row, one output: no split to compute
-                self._rows.inc(batch.num_rows)
-                yield REST, model_batch
-                continue
             held_out = held_out_mask(batch, self._eval_percent, self._layout)
             for part, mask in ((HELD_OUT, held_out), (REST, ~held_out)):
                 n = int(mask.sum())
                 if n and part in parts:
                     self._rows.inc(n)
                     yield part, _select(model_batch, mask, n)
-
-
-class ReadWindowForAnalysis(ReadAnalysisParts):
-    """Read one input file for the whole-window analysis: one output, every good row but
-    the newest span's held-out ones. One output on purpose: on the local runner, a
-    Flatten of separate reads is a stage boundary whose buffer held every row of the
-    window (peak memory grew with the rows: 4.7 GB at 5M rows, bench/preprocess_ctr.py)."""
-
-    def __init__(self, eval_span: str, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._eval_span = eval_span
-
-    def process(self, path: str):
-        parts = (REST,) if f"dt={self._eval_span}" in path else (HELD_OUT, REST)
-        for _, batch in self._parts(path, parts, merged=True):
-            yield batch
 
 
 class _ShardWriters:
@@ -763,8 +751,8 @@ PARSER_VERSION = 1
 
 def analysis_sets(files: dict[dt.date, list[str]], span: dt.date, eval_percent: int,
                   salt: str = "") -> list[AnalysisSet]:
-    """The datasets the window's analysis is made of: each older day whole (held-out + rest
-    parts), the newest span without its held-out (eval) rows.
+    """The datasets the window's analysis is made of: each day's training rows (its rest
+    part; held-out rows are never training rows, `span` or not).
 
     A key changes when anything its statistics depend on changes: the day's input files
     (name, size, modification time), the eval share, the parser and the transform code
@@ -775,7 +763,7 @@ def analysis_sets(files: dict[dt.date, list[str]], span: dt.date, eval_percent: 
         meta = [m for r in FileSystems.match(paths) for m in r.metadata_list]
         inputs = sorted((Path(m.path).name, m.size_in_bytes, m.last_updated_in_seconds)
                         for m in meta)
-        for part in ((REST,) if day == span else (HELD_OUT, REST)):
+        for part in (REST,):
             digest = hashlib.sha256(json.dumps(
                 [PARSER_VERSION, salt, eval_percent, part, inputs]).encode()).hexdigest()[:16]
             sets.append(AnalysisSet(day, part, f"{day.isoformat()}_{part}{eval_percent}_{digest}"))
@@ -851,12 +839,11 @@ def _analyze_whole(pipeline, args, files, preprocessing_fn, analysis: dict,
     memory stay the same size however many days the window has."""
     import tensorflow_transform.beam as tft_beam
 
-    data = (pipeline
-            | "AnalysisFiles" >> beam.Create([p for ps in files.values() for p in ps])
-            | "AnalysisReshuffle" >> beam.Reshuffle()
-            | "AnalysisRead" >> beam.ParDo(ReadWindowForAnalysis(
-                args.span.isoformat(), args.eval_percent, args.batch_size,
-                args.max_line_bytes, layout)))
+    # One read of every day's training rows, on purpose: on the local runner a Flatten of
+    # separate reads is a stage boundary whose buffer held every row of the window
+    # (4.7 GB at 5M rows).
+    data = _read_for_analysis(pipeline, "window", [p for ps in files.values() for p in ps],
+                              [REST], args, layout)[REST]
     analysis.update({"cache_dir": None, "datasets": {"window": "computed"}})
     log.info("analysis: the %d-day window as one dataset", len(files))
     return ((data, tensor_adapter_config(layout))
@@ -993,6 +980,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
             "rows_train": counters.get(f"rows_{TRAIN_DIR}", 0),
             "rows_eval": counters.get(f"rows_{EVAL_DIR}", 0),
             "rows_rejected": counters.get("rows_rejected", 0),
+            # Older days' held-out rows: in neither split (no model trains on them).
+            "rows_held_out": counters.get("rows_held_out", 0),
             "rejected_by_reason": {r: counters[f"rejected_{r}"] for r in REJECT_REASONS
                                    if counters.get(f"rejected_{r}")},
             "rejected_dir": REJECTED_DIR,
@@ -1010,10 +999,12 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
             "runner": runner.name(options),
         }
         summary["rows_per_second"] = round(summary["rows_in"] / max(summary["seconds"], 1e-9))
-        accounted = summary["rows_train"] + summary["rows_eval"] + summary["rows_rejected"]
+        accounted = (summary["rows_train"] + summary["rows_eval"] + summary["rows_held_out"]
+                     + summary["rows_rejected"])
         if accounted != summary["rows_in"]:
             raise RuntimeError(f"rows do not add up: {summary['rows_in']} read != "
                                f"{summary['rows_train']} train + {summary['rows_eval']} eval + "
+                               f"{summary['rows_held_out']} held out + "
                                f"{summary['rows_rejected']} rejected ({counters})")
         if analysis["cache_dir"]:
             analysis["cache_added"] = commit_analysis_cache(tmp / _NEW_CACHE,

@@ -1347,8 +1347,8 @@ def rows_accounting(fam: str, summary: dict) -> tuple[int, dict]:
     set aside: rejected / dead-lettered / dropped duplicates)."""
     window = summary.get("window") or []
     raw = raw_rows(fam, window)
-    aside_keys = [k for k in ("rows_rejected", "rows_empty_text", "exact_duplicates",
-                              "near_duplicates") if k in summary]
+    aside_keys = [k for k in ("rows_rejected", "rows_held_out", "rows_empty_text",
+                              "exact_duplicates", "near_duplicates") if k in summary]
     aside = sum(int(summary[k] or 0) for k in aside_keys)
     out = int(summary.get("rows_train", 0)) + int(summary.get("rows_eval", 0))
     rows_in = int(summary.get("rows_in", raw))

@@ -18,7 +18,9 @@ def test_preprocess_counts_every_row_and_matches_the_evaluators_split(home, span
                                                                        preprocessed):
     from components.ctr import rawdata
     assert preprocessed["rows_in"] == 2 * 4000
-    assert preprocessed["rows_in"] == preprocessed["rows_train"] + preprocessed["rows_eval"]
+    assert preprocessed["rows_in"] == (preprocessed["rows_train"] + preprocessed["rows_eval"]
+                                       + preprocessed["rows_held_out"])
+    assert preprocessed["rows_held_out"] > 0     # the older day's eval rows: never trained on
     # The evaluator re-selects eval rows from raw data: it must pick exactly the same ones.
     assert rawdata.read_eval_rows(span_dir, 25).num_rows == preprocessed["rows_eval"]
     summary = json.loads((home / "pre" / "summary.json").read_text())

@@ -140,7 +140,8 @@ def test_corrupted_input_in_two_processes_nothing_lost_same_outputs(home, prepro
     assert summary["rows_rejected"] == n_bad
     assert summary["rejected_by_reason"] == injected
     assert summary["rows_in"] == preprocessed["rows_in"] + n_bad
-    assert summary["rows_in"] == summary["rows_train"] + summary["rows_eval"] + n_bad
+    assert summary["rows_in"] == (summary["rows_train"] + summary["rows_eval"]
+                                  + summary["rows_held_out"] + n_bad)
     assert (summary["rows_train"], summary["rows_eval"]) == (preprocessed["rows_train"],
                                                              preprocessed["rows_eval"])
     assert json.loads((out / "summary.json").read_text())["rows_rejected"] == n_bad
@@ -174,7 +175,7 @@ def _run(home, span, out, cache):
 
 
 def _sources(summary) -> dict[str, str]:
-    """{"2026-11-02_heldout": "cache", ...} without the fingerprint part of the keys."""
+    """{"2026-11-02_rest": "cache", ...} without the fingerprint part of the keys."""
     return {k.rsplit("_", 1)[0].replace(str(EVAL_PERCENT), ""): v
             for k, v in summary["analysis"]["datasets"].items()}
 
@@ -185,15 +186,15 @@ def test_daily_run_reuses_yesterdays_analysis_and_matches_a_full_one(home, prepr
     yesterday = _run(home, "2026-11-02", tmp_path / "d1", cache)
     assert set(_sources(yesterday).values()) == {"computed"}
     assert yesterday["analysis"]["rows_analysed"] == yesterday["rows_train"]
-    assert len(list(cache.iterdir())) == 3     # 11-01 held-out + rest, 11-02 rest
+    assert len(list(cache.iterdir())) == 2     # the training rows of 11-01 and of 11-02
 
     today = _run(home, "2026-11-03", tmp_path / "d2", cache)
-    assert _sources(today) == {"2026-11-02_heldout": "computed", "2026-11-02_rest": "cache",
-                               "2026-11-03_rest": "computed"}
-    # Only the new parts were read for analysis: yesterday's held-out rows (its eval
-    # split) and today's training rows (the window's minus all 4,000 rows of 11-02).
-    assert today["analysis"]["rows_analysed"] == (yesterday["rows_eval"]
-                                                  + today["rows_train"] - 4000)
+    assert _sources(today) == {"2026-11-02_rest": "cache", "2026-11-03_rest": "computed"}
+    # Only the new day was read for analysis: today's training rows minus those of 11-02
+    # (its 4,000 rows but its held-out ones, yesterday's eval split, which no model of
+    # any day trains on).
+    assert today["analysis"]["rows_analysed"] == (today["rows_train"]
+                                                  - (4000 - yesterday["rows_eval"]))
     assert today["rows_train"] == preprocessed["rows_train"]
     for split in ("train", "eval"):
         assert_same_rows(read_split(str(tmp_path / "d2"), split),
@@ -275,10 +276,66 @@ def test_a_60_day_window_of_a_low_volume_log_is_one_analysis_dataset(tmp_path):
                                  output_dir=str(tmp_path / "pre"), window_days=60,
                                  eval_percent=EVAL_PERCENT,
                                  analysis_cache_dir=str(tmp_path / "cache")))
-    assert 2 * 60 - 1 > MAX_CACHED_DATASETS
+    assert 60 > MAX_CACHED_DATASETS
     assert summary["analysis"]["datasets"] == {"window": "computed"}
     assert len(summary["window"]) == 60 and summary["rows_in"] == 6000
-    assert summary["rows_train"] + summary["rows_eval"] + summary["rows_rejected"] == 6000
-    # Every training row was analysed: older days whole, the newest day without its eval rows.
+    assert (summary["rows_train"] + summary["rows_eval"] + summary["rows_held_out"]
+            + summary["rows_rejected"]) == 6000
+    # Every training row was analysed: every day without its held-out rows.
     assert summary["analysis"]["rows_analysed"] == summary["rows_train"]
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+
+
+ROW_ID_CONFIG = {
+    "name": "row_ids", "label": "clicked", "example_id": "event_id",
+    "features": [{"name": "row", "kind": "categorical", "transform": "identity",
+                  "size": 100_000},
+                 {"name": "x", "kind": "numeric", "transform": "zscore"}]}
+
+
+def test_no_eval_row_of_any_day_is_a_training_row_of_any_day(tmp_path):
+    """Each row carries its number through an identity feature, so the transformed shards
+    say exactly which rows each run trained and evaluated on. Daily runs and a backfill
+    of an older span: no run's eval rows are in any run's training rows (a day's held-out
+    rows never become training rows of the later windows that cover it), and every
+    run's eval rows are its span's stable-hash held-out rows."""
+    import datetime as dt
+    from beam_jobs import preprocess_ctr
+
+    days = [dt.date(2026, 3, 1) + dt.timedelta(days=i) for i in range(5)]
+    raw, rows_of_day = tmp_path / "raw", {}
+    for d, day in enumerate(days):
+        part = raw / f"dt={day.isoformat()}"
+        part.mkdir(parents=True)
+        rows = [{"event_id": f"e-{n}", "clicked": n % 3 == 0, "row": n, "x": n % 17 * 1.0}
+                for n in range(d * 300, d * 300 + 300)]
+        for r in rows:
+            r["clicked"] = int(r["clicked"])
+        (part / "part-00000.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (part / "_SUCCESS").write_text("")
+        rows_of_day[day] = rows
+    config = tmp_path / "rows.json"
+    config.write_text(json.dumps(ROW_ID_CONFIG))
+
+    train, evals = {}, {}
+    for span in (days[2], days[3], days[4], days[2]):   # daily runs, then a backfill
+        out = tmp_path / f"out-{span}-{len(train)}"
+        summary = preprocess_ctr.run(
+            ["--raw-root", str(raw), "--span", span.isoformat(), "--window-days", "3",
+             "--eval-percent", str(EVAL_PERCENT), "--feature-config", str(config),
+             "--output-dir", str(out), "--analysis-cache-dir", str(tmp_path / "cache")])
+        run = f"{span}#{len(train)}"
+        train[run] = set(read_split(str(out), "train")["row_xf"].tolist())
+        evals[run] = set(read_split(str(out), "eval")["row_xf"].tolist())
+        window = [d for d in days if span - dt.timedelta(days=2) <= d <= span]
+        held_out = {r["row"] for d in window for r in rows_of_day[d]
+                    if F.is_eval(r["event_id"], EVAL_PERCENT)}
+        assert evals[run] == {r["row"] for r in rows_of_day[span]
+                              if F.is_eval(r["event_id"], EVAL_PERCENT)}
+        assert train[run] == {r["row"] for d in window for r in rows_of_day[d]} - held_out
+        assert summary["rows_held_out"] == len(held_out) - len(evals[run])
+        assert (summary["rows_train"] + summary["rows_eval"] + summary["rows_held_out"]
+                == summary["rows_in"] == 900)
+    for a in evals:
+        for b in train:
+            assert not evals[a] & train[b], (a, b)
