@@ -525,8 +525,7 @@ def read_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT_MAX_L
 
 def held_out_mask(batch: pa.RecordBatch, eval_percent: int, layout: RawLayout) -> np.ndarray:
     """Rows whose stable example-id hash puts them in a day's held-out (eval) part."""
-    ids = batch.column(layout.example_id).cast(pa.large_binary()).to_pylist()
-    return F.eval_mask(ids, eval_percent)
+    return F.eval_mask(batch.column(layout.example_id), eval_percent)
 
 
 def _select(batch: pa.RecordBatch, mask: np.ndarray, n: int) -> pa.RecordBatch:
@@ -745,8 +744,9 @@ class AnalysisSet:
     key: str         # tf.Transform DatasetKey: day, part, eval share and a fingerprint
 
 
-# Bump when parsing/cleaning changes which rows a file yields (it invalidates cached analyses).
-PARSER_VERSION = 1
+# Bump when parsing/cleaning or the held-out split changes which rows a part yields (it
+# invalidates cached analyses). 2: the split's hash became FNV-1a (components.ctr.features).
+PARSER_VERSION = 2
 
 
 def analysis_sets(files: dict[dt.date, list[str]], span: dt.date, eval_percent: int,

@@ -41,8 +41,7 @@ def read_span(span_dir: str | Path, cfg=None) -> pa.Table:
 def read_eval_rows(span_dir: str | Path, eval_percent: int, cfg=None) -> pa.Table:
     cfg = cfg or _default_config()
     table = read_span(span_dir, cfg)
-    return table.filter(pa.array(F.eval_mask(table.column(cfg.example_id).to_pylist(),
-                                             eval_percent)))
+    return table.filter(pa.array(F.eval_mask(table.column(cfg.example_id), eval_percent)))
 
 
 def read_rows_by_id(span_dir: str | Path, example_ids: list[str], cfg=None) -> pa.Table:

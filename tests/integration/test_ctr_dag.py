@@ -141,6 +141,20 @@ def test_two_daily_runs_publish_and_compare(airflow_home, retrain_home):
     assert all(s == "success" for s in states.values()), states
     assert registry.current("ctr")["version"] == 2 and len(registry.list_versions("ctr")) == 2
 
+    # A shadow backfill of the older span 2026-11-02 scores v2 on that day's held-out rows,
+    # which v2's window (11-02, 11-03) left out of training like every day's: an honest
+    # baseline stays below the Bayes-optimal AUC there (one that trained on those rows
+    # need not: 0.8206 against 0.8123 was observed before).
+    backfill = dag.test(logical_date=dt.datetime(2026, 11, 3, tzinfo=UTC),
+                        run_conf={**conf, "min_auc": 0.0, "shadow": True})
+    assert task_states(backfill)["push"] == "skipped"
+    summary = json.loads((paths.run_dir(retrain_home, "ctr", dt.date(2026, 11, 2),
+                                        backfill.run_id) / "run_summary.json").read_text())
+    evaluation = summary["evaluation"]
+    assert evaluation["baseline_version"] == 2
+    assert evaluation["baseline"]["auc"] < evaluation["bayes_optimal"]["auc"], evaluation
+    assert registry.current("ctr")["version"] == 2
+
 
 def test_published_model_emits_an_asset_event_with_lineage(airflow_home, retrain_home):
     from airflow.models.asset import AssetEvent, AssetModel

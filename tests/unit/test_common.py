@@ -96,6 +96,18 @@ def test_eval_mask_of_many_ids_is_is_eval_of_each():
     assert F.eval_mask(ids, 20).tolist() == expected
     assert F.eval_mask([i.encode() for i in ids], 20).tolist() == expected
     assert F.eval_mask([], 20).tolist() == []
+    import pyarrow as pa
+    chunked = pa.chunked_array([ids[:10], ids[10:]], pa.string())
+    assert F.eval_mask(chunked, 20).tolist() == expected
+    assert F.eval_mask(pa.array(ids[3:]).slice(2), 20).tolist() == expected[5:]   # offset
+
+
+def test_the_eval_split_hash_never_changes():
+    """Which rows of every day are held out (and so never trained on) is decided by this
+    hash: a silent change would put old training rows into new eval sets."""
+    assert [F.eval_bucket(i) for i in ("2026-11-01-00000001", "", "ünï", "e-0")] == \
+        [38, 3, 52, F.eval_bucket(b"e-0")]
+    assert F.eval_bucket("e-0") == 17
 
 
 @dataclasses.dataclass
