@@ -75,7 +75,9 @@ class PsTrainSpec:
     deep_fields: list[str] | None = None
     count_features: list[str] | None = None
     lr_decay: str = "cosine"     # "cosine" or "none"
-    optimizer: str = "adam"      # "adam", "adagrad" (one slot per weight) or "sgd" (none)
+    # "lazy_adam": sparse table updates touch only the looked-up rows (components.ctr.
+    # optimizers); "adam" (dense slot updates), "adagrad" (one slot) or "sgd" (none).
+    optimizer: str = "lazy_adam"
     seed: int = 1
     # Distribution
     steps_per_execution: int = 20          # training steps per scheduled remote call
@@ -121,8 +123,9 @@ def _config(spec: PsTrainSpec, fcfg=None) -> dict:
         raise ValueError(f"embedding_init must be 'normal' or 'zeros', got {spec.embedding_init!r}")
     if spec.lr_decay not in ("cosine", "none"):
         raise ValueError(f"lr_decay must be 'cosine' or 'none', got {spec.lr_decay!r}")
-    if spec.optimizer not in ("adam", "adagrad", "sgd"):
-        raise ValueError(f"optimizer must be 'adam', 'adagrad' or 'sgd', got {spec.optimizer!r}")
+    from components.ctr import optimizers
+    if spec.optimizer not in optimizers.NAMES:
+        raise ValueError(f"optimizer must be one of {optimizers.NAMES}, got {spec.optimizer!r}")
     if spec.steps_per_execution < 1 or spec.batch_size < 1 or spec.epochs < 1:
         raise ValueError("steps_per_execution, batch_size and epochs must be >= 1")
     fields = fcfg.categorical_fields()
@@ -426,6 +429,7 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
     from components import metrics
     from components.common.atomic import atomic_dir, write_json
     from components.ctr import feature_config as fc
+    from components.ctr import optimizers
     from components.ctr.preprocess import EVAL_DIR, TRAIN_DIR, TRANSFORM_DIR
     from components.ctr.transform import (raw_batch, serving_signature,
                                           serving_to_transform_inputs)
@@ -473,12 +477,7 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
                                                            alpha=0.1)
         else:
             lr = spec.learning_rate
-        if spec.optimizer == "adam":
-            optimizer = tf_keras.optimizers.Adam(lr)
-        elif spec.optimizer == "adagrad":
-            optimizer = tf_keras.optimizers.Adagrad(lr)
-        else:
-            optimizer = tf_keras.optimizers.SGD(lr)
+        optimizer = optimizers.make(spec.optimizer, lr)
         train_vars = _leaves(net)
         optimizer.build(train_vars)
         step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
