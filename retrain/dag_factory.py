@@ -23,9 +23,12 @@ from airflow.sdk.exceptions import AirflowFailException
 from components.families import Family, resolve
 from retrain.dag_defaults import DAILY, home as _home, publish_or_skip, publish_params, span_params
 
-# Seconds between two looks for the span's _SUCCESS marker (reschedule mode: no worker
-# slot is held in between). An environment setting so tests can poke every second.
-SPAN_POKE_SECONDS = float(os.environ.get("RETRAIN_SPAN_POKE_SECONDS", "300"))
+def span_poke_seconds() -> float:
+    """Seconds between two looks for the span's _SUCCESS marker (reschedule mode: no
+    worker slot is held in between). Read from the environment when the DAG is built,
+    not when this module is first imported, so each parse sees the current setting
+    (tests poke every second; an import-time constant kept the first value: 300 s)."""
+    return float(os.environ.get("RETRAIN_SPAN_POKE_SECONDS", "300"))
 
 
 def family_params(family: Family) -> dict[str, Param]:
@@ -105,7 +108,7 @@ def make_dag(family: Family):
                     "shadow": is_shadow(params.get("shadow"),
                                         getattr(dag_run, "run_type", None))}
 
-        @task.sensor(mode="reschedule", poke_interval=SPAN_POKE_SECONDS,
+        @task.sensor(mode="reschedule", poke_interval=span_poke_seconds(),
                      timeout=dt.timedelta(days=7))
         def wait_for_span(ctx: dict, params=None, ti=None, **context) -> bool:
             """Wait (holding no worker slot) for the producer's _SUCCESS marker of the span.
