@@ -112,10 +112,10 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
                    help="YAML/JSON feature config (columns, types, transforms, label); "
                         "default: the generated demo logs' config")
     p.add_argument("--analysis-cache-dir", default="",
-                   help="reuse tf.Transform analysis of day parts whose input and code did not "
+                   help="reuse tf.Transform analysis of days whose input and code did not "
                         "change (fingerprint-keyed); empty: analyse the whole window every run")
     p.add_argument("--max-cached-datasets", type=int, default=MAX_CACHED_DATASETS,
-                   help="the cache analyses one tf.Transform dataset per day part, and memory "
+                   help="the cache analyses one tf.Transform dataset per day, and memory "
                         "and pipeline size grow with each; a window needing more than this "
                         f"many is analysed as one dataset instead (default {MAX_CACHED_DATASETS})")
     p.add_argument("--max-line-bytes", type=int, default=DEFAULT_MAX_LINE_BYTES,
@@ -554,16 +554,17 @@ def to_model_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-# The two parts of a day: its held-out rows (the eval split while the day is the newest
-# span, then never used for training) and the rest, the day's training rows. Analysis
-# reads the rest of every day, so a day's cached statistics are the same whichever
-# window it is part of.
-HELD_OUT, REST = "heldout", "rest"
+# A day's training rows (all but its held-out rows, which are the eval split while the
+# day is the newest span and never training rows): what analysis reads of every day, so
+# a day's cached statistics are the same whichever window it is part of. The name is
+# part of the analysis cache keys.
+REST = "rest"
 
 
-class ReadAnalysisParts(beam.DoFn):
-    """Read one input file for analysis: good rows, split into the day's held-out and rest
-    parts. Malformed records are skipped here; the transform read reports and counts them."""
+class ReadTrainingRows(beam.DoFn):
+    """Read one input file for analysis: its good rows that are not held out (the rows
+    every model trains on). Malformed records are skipped here; the transform read
+    reports and counts them."""
 
     def __init__(self, eval_percent: int, batch_size: int,
                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, layout: RawLayout | None = None):
@@ -577,23 +578,16 @@ class ReadAnalysisParts(beam.DoFn):
     def setup(self):
         self._schema = arrow_schema(self._layout)
 
-    def process(self, path: str, parts: list[str]):
-        for part, batch in self._parts(path, parts):
-            yield beam.pvalue.TaggedOutput(part, batch)
-
-    def _parts(self, path: str, parts):
-        """(part, model RecordBatch) of the file's good rows in `parts`."""
+    def process(self, path: str):
         for batch, _ in _timed(read_batches(path, self._batch_size, self._max_line_bytes,
                                             self._layout), self._read_us):
             if not batch.num_rows:
                 continue
-            model_batch = to_model_batch(batch, self._schema)
-            held_out = held_out_mask(batch, self._eval_percent, self._layout)
-            for part, mask in ((HELD_OUT, held_out), (REST, ~held_out)):
-                n = int(mask.sum())
-                if n and part in parts:
-                    self._rows.inc(n)
-                    yield part, _select(model_batch, mask, n)
+            train = ~held_out_mask(batch, self._eval_percent, self._layout)
+            n = int(train.sum())
+            if n:
+                self._rows.inc(n)
+                yield _select(to_model_batch(batch, self._schema), train, n)
 
 
 class _ShardWriters:
@@ -738,10 +732,9 @@ class WriteTransformedShards(beam.PTransform):
 
 @dataclasses.dataclass(frozen=True)
 class AnalysisSet:
-    """One cacheable unit of analysis: a part of a day's rows, keyed by what it depends on."""
+    """One cacheable unit of analysis: a day's training rows, keyed by what they depend on."""
     day: dt.date
-    part: str        # HELD_OUT or REST
-    key: str         # tf.Transform DatasetKey: day, part, eval share and a fingerprint
+    key: str         # tf.Transform DatasetKey: day, eval share and a fingerprint
 
 
 # Bump when parsing/cleaning or the held-out split changes which rows a part yields (it
@@ -751,8 +744,8 @@ PARSER_VERSION = 2
 
 def analysis_sets(files: dict[dt.date, list[str]], span: dt.date, eval_percent: int,
                   salt: str = "") -> list[AnalysisSet]:
-    """The datasets the window's analysis is made of: each day's training rows (its rest
-    part; held-out rows are never training rows, `span` or not).
+    """The datasets the window's analysis is made of: each day's training rows (held-out
+    rows are never training rows, `span` or not).
 
     A key changes when anything its statistics depend on changes: the day's input files
     (name, size, modification time), the eval share, the parser and the transform code
@@ -763,10 +756,9 @@ def analysis_sets(files: dict[dt.date, list[str]], span: dt.date, eval_percent: 
         meta = [m for r in FileSystems.match(paths) for m in r.metadata_list]
         inputs = sorted((Path(m.path).name, m.size_in_bytes, m.last_updated_in_seconds)
                         for m in meta)
-        for part in (REST,):
-            digest = hashlib.sha256(json.dumps(
-                [PARSER_VERSION, salt, eval_percent, part, inputs]).encode()).hexdigest()[:16]
-            sets.append(AnalysisSet(day, part, f"{day.isoformat()}_{part}{eval_percent}_{digest}"))
+        digest = hashlib.sha256(json.dumps(
+            [PARSER_VERSION, salt, eval_percent, REST, inputs]).encode()).hexdigest()[:16]
+        sets.append(AnalysisSet(day, f"{day.isoformat()}_{REST}{eval_percent}_{digest}"))
     return sets
 
 
@@ -821,16 +813,13 @@ def tensor_adapter_config(layout: RawLayout | None = None):
 _NEW_CACHE = "analysis_cache.new"
 
 
-def _read_for_analysis(pipeline, name, paths: list[str], parts: list[str], args,
-                       layout: RawLayout):
-    """The files' good rows for analysis, tagged HELD_OUT / REST (only `parts` emitted)."""
+def _read_for_analysis(pipeline, name, paths: list[str], args, layout: RawLayout):
+    """The files' training rows, for analysis."""
     return (pipeline
             | f"AnalysisFiles[{name}]" >> beam.Create(paths)
             | f"AnalysisReshuffle[{name}]" >> beam.Reshuffle()
-            | f"AnalysisRead[{name}]" >> beam.ParDo(
-                ReadAnalysisParts(args.eval_percent, args.batch_size, args.max_line_bytes,
-                                  layout),
-                parts=parts).with_outputs(HELD_OUT, REST))
+            | f"AnalysisRead[{name}]" >> beam.ParDo(ReadTrainingRows(
+                args.eval_percent, args.batch_size, args.max_line_bytes, layout)))
 
 
 def _analyze_whole(pipeline, args, files, preprocessing_fn, analysis: dict,
@@ -843,7 +832,7 @@ def _analyze_whole(pipeline, args, files, preprocessing_fn, analysis: dict,
     # separate reads is a stage boundary whose buffer held every row of the window
     # (4.7 GB at 5M rows).
     data = _read_for_analysis(pipeline, "window", [p for ps in files.values() for p in ps],
-                              [REST], args, layout)[REST]
+                              args, layout)
     analysis.update({"cache_dir": None, "datasets": {"window": "computed"}})
     log.info("analysis: the %d-day window as one dataset", len(files))
     return ((data, tensor_adapter_config(layout))
@@ -852,8 +841,8 @@ def _analyze_whole(pipeline, args, files, preprocessing_fn, analysis: dict,
 
 def _analyze(pipeline, args, files, sets: list[AnalysisSet], preprocessing_fn, tmp: Path,
              analysis: dict, layout: RawLayout):
-    """tf.Transform analysis of the window as one dataset per day part, reading only the
-    parts the cache does not already hold; fills `analysis` with what came from where.
+    """tf.Transform analysis of the window as one dataset per day, reading only the
+    days the cache does not already hold; fills `analysis` with what came from where.
     Without a cache, or past `--max-cached-datasets`, the window is one dataset."""
     if not args.analysis_cache_dir or len(sets) > args.max_cached_datasets:
         if args.analysis_cache_dir:
@@ -878,17 +867,13 @@ def _analyze(pipeline, args, files, sets: list[AnalysisSet], preprocessing_fn, t
         needed = set(analysis_graph_builder.get_analysis_dataset_keys(
             preprocessing_fn, specs, list(keys.values()), input_cache, False))
     data = {k: None for k in keys.values()}
-    for day, paths in files.items():
-        parts = [s for s in sets if s.day == day and keys[s.key] in needed]
-        if not parts:
-            continue
-        read = _read_for_analysis(pipeline, day, paths, [s.part for s in parts], args, layout)
-        for s in parts:
-            data[keys[s.key]] = read[s.part]
+    for s in sets:
+        if keys[s.key] in needed:
+            data[keys[s.key]] = _read_for_analysis(pipeline, s.day, files[s.day], args, layout)
     analysis.update({
         "cache_dir": args.analysis_cache_dir or None,
         "datasets": {s.key: ("computed" if keys[s.key] in needed else "cache") for s in sets}})
-    log.info("analysis: %d day part(s) computed, %d reused from the cache",
+    log.info("analysis: %d day(s) computed, %d reused from the cache",
              sum(v == "computed" for v in analysis["datasets"].values()),
              sum(v == "cache" for v in analysis["datasets"].values()))
     transform_fn, output_cache = ((data, input_cache, config)
@@ -964,9 +949,10 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                              | f"Write{split}" >> beam.io.WriteToTFRecord(
                                  str(tmp / split / "part"), file_name_suffix=".tfrecord.gz",
                                  num_shards=args.num_shards))
-                    else:                 # default: batch-wise C++ encoding, a file per bundle
+                    else:   # default: batch-wise C++ encoding, files per bundle in threads
                         _ = ((transformed, metadata)
-                             | f"Write{split}" >> WriteTransformedShards(str(tmp / split), args.gzip_level))
+                             | f"Write{split}" >> WriteTransformedShards(str(tmp / split),
+                                                                         args.gzip_level))
         result = pipeline.result
         rawfiles.verify_unchanged(inputs)   # analysis and transform read the same bytes
         # Committed values where the runner has them (DirectRunner, Dataflow, Flink).

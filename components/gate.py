@@ -4,9 +4,9 @@ A pure function of numbers (rule 9 of the design handbook), so every outcome, in
 the first run with no published baseline and an operator's forced publish, can be tested
 without a model, a cluster or Airflow. It reads the candidate's and the baseline's eval
 metrics (`auc`, `log_loss`, `slices` for the per-slice guards, and the candidate's `ci`:
-the paired bootstrap intervals against the baseline that the change rules are judged on;
-other keys are ignored) and returns a `Decision` whose `to_dict()` is stored with the published version
-in the registry, so "why is this model serving?" has a written answer with the observed
+the paired bootstrap intervals against the baseline that the change rules are judged
+on; other keys are ignored) and returns a `Decision` whose `to_dict()` is stored with
+the published version in the registry, so "why is this model serving?" has a written answer with the observed
 numbers. Slice guards exist because a better average can hide a segment (a device, a
 category) that got much worse.
 """
