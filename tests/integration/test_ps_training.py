@@ -207,9 +207,27 @@ def test_warm_start_beats_cold_start_on_the_same_budget(preprocessed, tmp_path):
           f"cold {cold['val_log_loss']} / {cold['val_auc']}; warm {warm['val_log_loss']} / "
           f"{warm['val_auc']} (3 steps each)")
     assert warm["val_log_loss"] < cold["val_log_loss"]
-    assert warm["val_auc"] > cold["val_auc"]
+    # Not AUC: ~40 positives in 1,008 eval rows give it a standard error near 0.04, so
+    # warm and cold swap places by chance. What warm start must do is carry the learned
+    # parameters over: after the same 3 steps, warm sits next to the previous model and
+    # cold does not.
+    prev_w, cold_w, warm_w = (_params(r["model_dir"]) for r in (previous, cold, warm))
+    warm_gap = sum(np.linalg.norm(warm_w[k] - prev_w[k]) for k in prev_w)
+    cold_gap = sum(np.linalg.norm(cold_w[k] - prev_w[k]) for k in prev_w)
+    print(f"parameter distance to the previous model: warm {warm_gap:.3f}, cold {cold_gap:.3f}")
+    assert warm_gap < 0.5 * cold_gap
     with pytest.raises(FileNotFoundError, match="no SavedModel variables"):
         run(PsTrainSpec(out_dir=str(tmp_path / "bad"), warm_start_from=str(tmp_path), **budget))
+
+
+def _params(model_dir: str) -> dict:
+    """The learned parameters of an exported model, by checkpoint key."""
+    import tensorflow as tf
+    from components.ctr.ps_train import _warm_start_path
+
+    reader = tf.train.load_checkpoint(_warm_start_path(model_dir))
+    return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
+            if k.startswith("model/params/") and k.endswith("VARIABLE_VALUE")}
 
 
 def _alive(pid: int) -> bool:
