@@ -7,6 +7,7 @@ must stay cheap.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 from pathlib import Path
 
@@ -74,11 +75,15 @@ def publish_or_skip(model_name: str, asset, ctx: dict, *, dag_run, outlet_events
         span=ctx["span"], span_dir=ctx["span_dir"], evaluation=evaluation,
         shadow=ctx["shadow"], headline=headline, **publish_kwargs)
     published = summary["published"]
-    if ctx["shadow"]:
-        raise AirflowSkipException("shadow run: evaluated, not published "
-                                   f"(blessed={evaluation['blessed']})")
-    if not published:
-        raise AirflowSkipException("candidate not blessed: " + "; ".join(evaluation["reasons"]))
+    if ctx["shadow"] or not published:
+        # Airflow logs a skip as a bare "Skipping task.": the reason is logged first, as
+        # the task's last line of its own, where the person reading the log looks.
+        reason = (f"shadow run: evaluated, not published (blessed={evaluation['blessed']})"
+                  if ctx["shadow"] else
+                  "candidate not blessed: " + "; ".join(evaluation["reasons"]))
+        logging.getLogger("retrain.dag").log(
+            logging.INFO if ctx["shadow"] else logging.WARNING, "push skipped: %s", reason)
+        raise AirflowSkipException(reason)
     outlet_events[asset].extra = {
         "model": model_name, "version": published["version"], "span": ctx["span"],
         **{m: published["metrics"].get(m) for m in headline},

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,6 +22,40 @@ from pathlib import Path
 from components.common.errors import BAD_DATA, TRANSIENT
 
 log = logging.getLogger("retrain.launch")
+
+# A child's log line as components.common.step formats it ("WARNING name: message"), after
+# the prefixes of any relays on the way ("[chief] "), or TensorFlow's C++ line ("E0000 ...").
+_LEVEL = re.compile(r"^(?:\[[^\]]+\] )*(?:(DEBUG|INFO|WARNING|ERROR|CRITICAL) |([IWEF])\d{4} )")
+_CPP_LEVELS = {"I": logging.INFO, "W": logging.WARNING, "E": logging.ERROR, "F": logging.CRITICAL}
+# TensorFlow probes CUDA at start and logs its failure as an error; on a machine with no
+# GPU device that is expected, not a problem of the step.
+_NO_GPU_NOISE = "failed call to cuInit"
+
+
+def has_gpu_device() -> bool:
+    """Whether this machine exposes an NVIDIA device (what TensorFlow's CUDA probe needs)."""
+    return any(Path("/dev").glob("nvidia[0-9]*"))
+
+
+class LineLevels:
+    """The Airflow log level of each line a child prints: its own level where the line
+    names one (so a step's WARNING is a WARNING in the task log and the UI's level filter
+    works), else the level of the record it continues (a traceback's lines stay ERROR)."""
+
+    def __init__(self, gpu: bool | None = None):
+        self.level = logging.INFO
+        self.gpu = has_gpu_device() if gpu is None else gpu
+
+    def __call__(self, line: str) -> int:
+        m = _LEVEL.match(line)
+        if m:
+            self.level = (logging.getLevelName(m.group(1)) if m.group(1)
+                          else _CPP_LEVELS[m.group(2)])
+        elif "Traceback (most recent call last)" in line:
+            self.level = logging.ERROR
+        if not self.gpu and _NO_GPU_NOISE in line:
+            return logging.DEBUG
+        return self.level
 
 PARENT_ENV = "RETRAIN_STEP_PARENT_PID"   # the task process a step must not outlive
 _PR_SET_PDEATHSIG = 1
@@ -67,8 +102,10 @@ def run_step(module: str, spec: dict, env: dict | None = None) -> dict:
                                 start_new_session=True, preexec_fn=die_with_parent())
         try:
             assert proc.stdout is not None
+            level_of = LineLevels()
             for line in proc.stdout:
-                log.info("[%s] %s", name, line.rstrip())
+                line = line.rstrip()
+                log.log(level_of(line), "[%s] %s", name, line)
             code = proc.wait()
         except BaseException:
             # Task killed or interrupted: take the whole child process group down with it.

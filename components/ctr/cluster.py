@@ -213,7 +213,7 @@ def run(spec: ClusterSpec, sink=None) -> dict:
                 cur_kb = p.sample()
                 if p.name.startswith("ps/") and spec.ps_memory_limit_mb and \
                         cur_kb > spec.ps_memory_limit_mb * 1024:
-                    sink(f"[launcher] {p.name} uses {cur_kb // 1024} MB private memory > limit "
+                    sink(f"[launcher] ERROR {p.name} uses {cur_kb // 1024} MB private memory > limit "
                          f"{spec.ps_memory_limit_mb} MB: killing it (out of memory)")
                     failure = failure or (f"{p.name} exceeded its memory limit of "
                                           f"{spec.ps_memory_limit_mb} MB")
@@ -227,7 +227,7 @@ def run(spec: ClusterSpec, sink=None) -> dict:
                                               f"{spec.max_worker_restarts} times")
                         break
                     p.restarts += 1
-                    sink(f"[launcher] {p.name} exited with {rc}; restarting it "
+                    sink(f"[launcher] WARNING {p.name} exited with {rc}; restarting it "
                          f"(restart {p.restarts})")
                     p.start()
                     _write_status(spec.status_file, cluster, procs)
@@ -235,7 +235,7 @@ def run(spec: ClusterSpec, sink=None) -> dict:
                     failure = failure or f"parameter server {p.name} died (exit {rc})"
                     if dead_ps_since is None:
                         dead_ps_since = time.time()
-                        sink(f"[launcher] {failure}; waiting for the coordinator to fail")
+                        sink(f"[launcher] ERROR {failure}; waiting for the coordinator to fail")
             if failure and ("memory" in failure or "more than" in failure):
                 break
             if dead_ps_since and time.time() - dead_ps_since > spec.ps_failure_grace_s:
@@ -264,7 +264,7 @@ def run(spec: ClusterSpec, sink=None) -> dict:
                          "worker_restarts": restarts, "peak_rss_mb": peaks,
                          "peak_private_mb": private,
                          "seconds": round(time.time() - started, 1)}
-    sink(f"[launcher] done in {result['cluster']['seconds']}s; peak RSS MB {peaks}; "
+    sink(f"[launcher] INFO done in {result['cluster']['seconds']}s; peak RSS MB {peaks}; "
          f"peak private (anonymous) MB {private}; "
          f"worker restarts {restarts or 0}")
     return result

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import logging
 import os
 import sys
 
@@ -137,6 +138,37 @@ def test_launcher_surfaces_the_steps_own_error(tmp_path):
     with pytest.raises(launch.StepFailed, match="does not exist|not found|No such|missing"):
         launch.run_step("components.ctr.validate", {"span_dir": str(tmp_path / "nope"),
                                                  "out_dir": str(tmp_path / "out")})
+
+
+def test_a_steps_log_levels_are_the_task_logs_levels():
+    """A step's WARNING is a WARNING in the task log (the UI's level filter works), through
+    relays such as the PS cluster's "[chief] " prefix; a record's continuation lines and a
+    traceback keep their record's level; TensorFlow's CUDA probe is noise without a GPU."""
+    levels = launch.LineLevels(gpu=False)
+    lines = {"INFO retrain.ps_train: step 3/3": logging.INFO,
+             "[chief] WARNING tensorflow: a warning": logging.WARNING,
+             "  its second line": logging.WARNING,
+             "[ps/0] W0000 00:00:1.5 1 file.cc:1] a C++ warning": logging.WARNING,
+             "[launcher] INFO done in 3s": logging.INFO,
+             "Traceback (most recent call last):": logging.ERROR,
+             '  File "x.py", line 1, in <module>': logging.ERROR,
+             "ValueError: bad": logging.ERROR,
+             "[worker/0] E0000 00:00:1 2 cuda_platform.cc:52] failed call to cuInit: 303":
+                 logging.DEBUG,
+             "[worker/0] E0000 00:00:1 2 other.cc:1] a real C++ error": logging.ERROR}
+    assert {line: levels(line) for line in lines} == lines
+    assert launch.LineLevels(gpu=True)("E0000 1 cuda_platform.cc:52] failed call to "
+                                       "cuInit") == logging.ERROR
+
+
+def test_a_failed_steps_traceback_is_logged_as_an_error(tmp_path, caplog):
+    with caplog.at_level(logging.DEBUG, logger="retrain.launch"), \
+            pytest.raises(launch.StepFailed):
+        launch.run_step("components.ctr.validate", {"span_dir": str(tmp_path / "nope"),
+                                                 "out_dir": str(tmp_path / "out")})
+    tb = [r for r in caplog.records if "Traceback" in r.getMessage()]
+    assert tb and all(r.levelno == logging.ERROR for r in tb)
+    assert any(r.levelno == logging.INFO for r in caplog.records)   # "running ..." stays INFO
 
 
 def test_launcher_returns_the_result(tmp_path):
