@@ -38,14 +38,16 @@ $(VENV)/.synced: requirements.lock requirements-nodeps.txt pyproject.toml | $(UV
 	$(UV) pip sync --python $(PY) --compile-bytecode requirements.lock
 	$(UV) pip install --python $(PY) --no-deps -r requirements-nodeps.txt
 	$(UV) pip install --python $(PY) --no-deps -e .
+	$(PY) -m components.common.docs_assets fetch \
+	  || echo "WARNING: Data Docs assets not fetched from the npm registry: the docs will need the network to render" >&2
 	touch $@
 
 ## test: the whole test suite
 test: venv
 	$(PY) -m pytest -q tests
 
-## test-server: Airflow for real (scheduler + API server on 127.0.0.1): a daily run and a
-## 3-day shadow backfill through the REST API, screenshots of the UI (about 8 min)
+## test-server: only the Airflow UI test (scheduler + API server on 127.0.0.1, headless chromium):
+## trigger, logs, the Retrain tab, a 2-day backfill (about 7 min; also part of `make test`)
 test-server: venv
 	$(PY) -m pytest -q -m airflow_server tests
 

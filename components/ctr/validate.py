@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from components.common import quarantine, rawfiles
+from components.common import docs_assets, quarantine, rawfiles
 from components.common.atomic import atomic_dir, read_json, write_json
 from components.common.errors import ValidationFailed  # noqa: F401  (raised here)
 from components.common.jsonable import jsonable as _jsonable
@@ -372,6 +372,11 @@ def _validate(spec, stats, previous, history, overlap, stats_dir: Path, docs_dir
                 pages[name] = _docs_page(docs_dir, ident)
     if docs_dir is not None:
         _prune_docs(docs_dir)
+        online = docs_assets.localize(docs_dir)
+        if online:
+            log.warning("Data Docs still load %d asset(s) from the network, so they need it "
+                        "to render (`python -m components.common.docs_assets fetch` caches "
+                        "them): %s", len(online), ", ".join(online))
     compact = [c for name in suites for c in (_compact(r, name, tables[name])
                                               for r in results[name].results)]
     errors = [c for c in compact if not c["success"] and c["severity"] == ERROR]

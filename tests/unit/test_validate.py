@@ -340,6 +340,38 @@ def test_data_docs_render_the_failed_expectations_in_headless_chromium(home, tmp
     assert image.shape == (3000, 1200) and (image < 128).mean() > 0.005
 
 
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (Debian: apt-get install "
+                                             "-y chromium): Data Docs not rendered")
+def test_data_docs_index_lists_the_validations_with_the_network_off(home, tmp_path):
+    """GX's index builds its list of validations in JavaScript from CDN libraries: the
+    pages are pointed at local copies (components.common.docs_assets), so with every
+    host unresolvable the index still lists the three suites' results."""
+    import subprocess
+
+    from components.common import docs_assets
+
+    assert not docs_assets.missing(), "run `python -m components.common.docs_assets fetch`"
+    df = read_day(home)
+    df[F.LABEL_KEY] = 0
+    write_day(home, df)
+    _, summary = expect_failure(home, "click_rate", data_docs=True)
+    docs = Path(summary["data_docs"]).parent
+    pages = list(docs.rglob("*.html"))
+    assert len(pages) >= 4
+    for page in pages:
+        text = page.read_text()
+        assert not [u for u in docs_assets.CDN_URLS if u in text], page
+    dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                          "--disable-background-networking", "--disable-component-update",
+                          "--no-first-run", "--host-resolver-rules=MAP * ~NOTFOUND",
+                          "--virtual-time-budget=10000", "--dump-dom",
+                          (docs / "index.html").as_uri()],
+                         check=True, capture_output=True, text=True, timeout=120).stdout
+    assert "Showing 1 to 3 of 3 rows" in dom
+    for suite in ("ctr_span_stats", "ctr_span_domains", "ctr_span_sample"):
+        assert f"{summary['span']}-{suite}" in dom      # its row's batch id
+
+
 # --------------------------------------------------------------------------- hostile inputs
 # Findings of the fault campaign (README "Reliability campaign"): each has its own test here.
 
