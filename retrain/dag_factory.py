@@ -74,6 +74,11 @@ def family_params(family: Family) -> dict[str, Param]:
 def make_dag(family: Family):
     """The family's `@dag` function; calling it builds the DAG (as the DAG file does)."""
     model_asset = Asset(name=family.model_asset, uri=f"file:///retrain/registry/{family.name}")
+    # Lineage in the UI: each validated raw partition and each transformed window is an
+    # asset event (span and fingerprint in its extra), next to the model's.
+    raw_asset = Asset(name=f"{family.name}_raw_logs", uri=f"file:///retrain/raw/{family.name}")
+    examples_asset = Asset(name=f"{family.name}_transformed_examples",
+                           uri=f"file:///retrain/transformed/{family.name}")
     stages = family.stages
 
     @dag(dag_id=family.dag_id, **DAILY, tags=list(family.tags), doc_md=family.doc,
@@ -173,8 +178,9 @@ def make_dag(family: Family):
                            "fingerprint": current.get("fingerprint") or path,
                            "version": current["version"]}]
 
-        @task(task_id=family.task_id("validate"), pool=stages["validate"].pool)
-        def validate(ctx: dict, params=None) -> dict:
+        @task(task_id=family.task_id("validate"), pool=stages["validate"].pool,
+              outlets=[raw_asset])
+        def validate(ctx: dict, params=None, outlet_events=None) -> dict:
             """The family's validation suite; a failed gate quarantines the span and fails
             the task without retry (an override param lets it through, recorded)."""
             import logging
@@ -183,8 +189,11 @@ def make_dag(family: Family):
 
             # Never reused: the verdict also depends on the history of earlier spans.
             config = config_refs(ctx["config"], family.config_param)
-            result = run_stage("validate", ctx, params, {},
-                               [raw_span_ref(ctx["span_dir"]), *config])
+            raw = raw_span_ref(ctx["span_dir"])
+            result = run_stage("validate", ctx, params, {}, [raw, *config])
+            outlet_events[raw_asset].extra = {
+                "span": ctx["span"], "uri": raw["uri"], "fingerprint": raw["fingerprint"],
+                "gate": result.get("gate"), "rows": result.get("rows"), "run_id": ctx["run_id"]}
             if result.get("gate") == "overridden":
                 logging.getLogger("retrain.dag").warning(
                     "validation failed %s error rule(s) and was overridden: %s",
@@ -237,8 +246,9 @@ def make_dag(family: Family):
                             item["reason"], params.get("override_validation_reason"))
             return screened
 
-        @task(task_id=family.task_id("preprocess"), pool=stages["preprocess"].pool)
-        def preprocess(ctx: dict, validation: dict, params=None) -> dict:
+        @task(task_id=family.task_id("preprocess"), pool=stages["preprocess"].pool,
+              outlets=[examples_asset])
+        def preprocess(ctx: dict, validation: dict, params=None, outlet_events=None) -> dict:
             """Beam over the window's days that passed validation (bad data never trains a
             model); reused when inputs, code and params match."""
             from components.common.lineage import config_refs, raw_span_ref
@@ -258,9 +268,14 @@ def make_dag(family: Family):
                                "window_left_out": screened["left_out"],
                                "window_included_by_override":
                                    screened["included_by_override"]})
+            outlet_events[examples_asset].extra = {
+                "span": ctx["span"], "window": screened["used"],
+                "uri": result["artifact"]["uri"], "fingerprint": result["artifact"]["fingerprint"],
+                "reused_from": result.get("reused_from"), "run_id": ctx["run_id"]}
             return {**result, "window_screen": screened}
 
-        @task(task_id=family.task_id("train"), pool=stages["train"].pool)
+        @task(task_id=family.task_id("train"), pool=stages["train"].pool,
+              inlets=[examples_asset])
         def train(ctx: dict, preprocessed: dict, params=None) -> dict:
             """Train (or fine-tune) on the preprocessed window; a retry resumes from its
             checkpoints where the trainer keeps them. Reused when inputs, code and params

@@ -390,10 +390,21 @@ def test_a_user_trains_and_backfills_from_the_ui(airflow_server, page):
         tis = api.call("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances")
         pools = {t["task_id"]: t["pool"] for t in tis["task_instances"]}
         assert pools["preprocess"] == "retrain_backfill", pools   # moved by the policy
-    events = api.call("GET", f"/api/v2/assets/events?source_dag_id={DAG_ID}&limit=100")
-    sources = {e["source_run_id"] for e in events["asset_events"]}
+    def events(asset: str) -> list[dict]:
+        (found,) = api.call("GET", f"/api/v2/assets?name_pattern={asset}")["assets"]
+        return api.call("GET", f"/api/v2/assets/events?asset_id={found['id']}"
+                               "&limit=100")["asset_events"]
+
+    model_events = events("ctr_model")
+    sources = {e["source_run_id"] for e in model_events}
     assert sources and sources <= {r["dag_run_id"] for r in daily_runs}, sources
-    assert len(events["asset_events"]) == len(published)
+    assert len(model_events) == len(published)
+    # The data behind them is lineage in the UI too: every run validated its raw partition
+    # and transformed its window, backfills included, each event with span and fingerprint.
+    for asset in ("ctr_raw_logs", "ctr_transformed_examples"):
+        extras = {e["source_run_id"]: e["extra"] for e in events(asset)}
+        assert set(runs) <= set(extras), (asset, sorted(extras))
+        assert all(x.get("fingerprint") and x.get("span") for x in extras.values()), extras
 
 
 def _failure_report(server) -> str:

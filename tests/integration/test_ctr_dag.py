@@ -166,3 +166,29 @@ def test_published_model_emits_an_asset_event_with_lineage(airflow_home, retrain
         extras = [e.extra for e in events if e.extra.get("span") in ("2026-11-02", "2026-11-03")]
     assert [x["version"] for x in extras] == [1, 2]
     assert all({"span", "auc", "run_id", "code_version"} <= set(x) for x in extras)
+
+
+def test_raw_partitions_and_transformed_windows_are_asset_events(airflow_home, retrain_home):
+    """Lineage in the Airflow UI: each run's validated raw partition and transformed
+    window are events of the ctr_raw_logs and ctr_transformed_examples assets, with the
+    span and the fingerprint that the lineage records and `retrain lineage` show."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = (session.query(AssetModel.name, AssetEvent.extra)
+                .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+                .filter(AssetModel.name.in_(["ctr_raw_logs", "ctr_transformed_examples"]))
+                .all())
+    extras = {}
+    for name, extra in rows:
+        if extra.get("span") in ("2026-11-02", "2026-11-03"):
+            extras.setdefault(name, []).append(extra)
+    assert {x["span"] for x in extras["ctr_raw_logs"]} == {"2026-11-02", "2026-11-03"}
+    for x in extras["ctr_raw_logs"]:
+        assert x["fingerprint"] == lineage.raw_span_ref(x["uri"].removeprefix("file://"))[
+            "fingerprint"] and x["gate"] == "passed"
+    for x in extras["ctr_transformed_examples"]:
+        record = json.loads(next(Path(x["uri"]).parent.glob("lineage/preprocess.json"))
+                            .read_text())
+        assert x["fingerprint"] == record["fingerprint"] and x["window"][-1] == x["span"]
