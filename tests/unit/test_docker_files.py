@@ -25,6 +25,7 @@ def test_dockerfile_installs_the_locked_stack():
     text = (DOCKER / "Dockerfile").read_text()
     assert "requirements.lock" in text and "FROM python:3.11" in text
     assert "psycopg2" in text   # the compose file's Postgres connection needs it
+    assert "components.common.docs_assets fetch" in text   # Data Docs render offline
 
 
 REPO = DOCKER.parent
