@@ -26,6 +26,17 @@ def home() -> Path:
 # date is far back on purpose: with catchup off it schedules nothing old, and `airflow dags
 # test` / backfills of historical logs (last year's export) run their tasks instead of
 # "succeeding" with no task run because the day is before the DAG's start.
+SCHEDULE_ENV = "RETRAIN_SCHEDULE"
+
+
+def daily(**overrides) -> dict:
+    """DAILY with the schedule read when the DAG is built: RETRAIN_SCHEDULE (a cron
+    expression, a preset, or "none": runs only when triggered or backfilled, so unpausing
+    makes no catch-up run; what `retrain demo` uses), else @daily."""
+    schedule = os.environ.get(SCHEDULE_ENV) or "@daily"
+    return {**DAILY, "schedule": None if schedule.lower() == "none" else schedule, **overrides}
+
+
 DAILY = {
     "schedule": "@daily",
     "start_date": dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc),

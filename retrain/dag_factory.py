@@ -21,7 +21,8 @@ from airflow.sdk import Asset, Param, dag, task
 from airflow.sdk.exceptions import AirflowFailException
 
 from components.families import Family, resolve
-from retrain.dag_defaults import DAILY, home as _home, publish_or_skip, publish_params, span_params
+from retrain.dag_defaults import (daily as _daily, home as _home, publish_or_skip,
+                                  publish_params, span_params)
 
 def span_poke_seconds() -> float:
     """Seconds between two looks for the span's _SUCCESS marker (reschedule mode: no
@@ -81,7 +82,7 @@ def make_dag(family: Family):
                            uri=f"file:///retrain/transformed/{family.name}")
     stages = family.stages
 
-    @dag(dag_id=family.dag_id, **DAILY, tags=list(family.tags), doc_md=family.doc,
+    @dag(dag_id=family.dag_id, **_daily(), tags=list(family.tags), doc_md=family.doc,
          params=family_params(family))
     def daily():
         @task

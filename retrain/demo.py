@@ -1,11 +1,14 @@
 """The embedded default: a week of synthetic logs, two daily runs of the real DAG.
 
 `make demo` (or `retrain demo`) generates seven days of click logs under RETRAIN_HOME,
-runs `airflow dags test ctr_daily_retrain` for two consecutive logical dates against the
-project-local SQLite metadata DB, and prints what a person wants to know: rows
-validated and processed, the model's metrics next to the Bayes-optimal ones, whether it
-was blessed and why, and the registry version. Safe to run again on the same checkout:
-existing days are reused and every run gets its own run id and artifact folder.
+starts Airflow as `make ui` does (retrain.local_airflow: API server, scheduler and
+dag-processor on 127.0.0.1, the project-local metadata DB), triggers `ctr_daily_retrain`
+for two consecutive logical dates, follows each run's tasks, and prints what a person
+wants to know: rows validated and processed, the model's metrics next to the
+Bayes-optimal ones, whether it was blessed and why, and the registry version. They are
+ordinary Airflow runs: `make ui` shows them afterwards, every task with its log and real
+durations. Safe to run again on the same checkout: existing days are reused and every run
+gets its own run id and artifact folder.
 """
 from __future__ import annotations
 
@@ -13,13 +16,12 @@ import argparse
 import datetime as dt
 import json
 import os
-import re
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from components.common.paths import artifact_root, registry_root, run_dir
+from retrain.local_airflow import LocalAirflow
 
 DAG_ID = "ctr_daily_retrain"
 MODEL = "ctr"
@@ -60,56 +62,34 @@ def run_demo(start: dt.date, days: int, rows_per_day: int, runs: int, home: Path
     last = start + dt.timedelta(days=days - 1)
     spans = [last - dt.timedelta(days=i) for i in range(runs - 1, -1, -1)]
     summaries = []
-    for span in spans:
-        logical = span + dt.timedelta(days=1)   # the DAG trains on the day before its run
-        summaries.append(run_dag(logical, span, home, {"window_days": window_days}))
+    with LocalAirflow(home, DAG_ID, home / "demo-logs") as airflow:
+        for span in spans:
+            logical = span + dt.timedelta(days=1)   # the DAG trains on the day before its run
+            summaries.append(run_dag(airflow, logical, span, home,
+                                     {"window_days": window_days}))
     print(format_summary(summaries, home))
     return 0 if all(s.get("ok") for s in summaries) else 1
 
 
-def run_dag(logical: dt.date, span: dt.date, home: Path, conf: dict) -> dict:
-    """One `airflow dags test` run; returns its run summary (read from its artifacts)."""
-    log_dir = home / "demo-logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log_file = log_dir / f"{DAG_ID}-{logical.isoformat()}-{int(time.time())}.log"
-    cmd = [str(Path(sys.executable).with_name("airflow")), "dags", "test", DAG_ID,
-           logical.isoformat(), "-c", json.dumps(conf)]
-    print(f"==> {' '.join(cmd[1:])}  (span {span}; log: {log_file})", flush=True)
+def run_dag(airflow: LocalAirflow, logical: dt.date, span: dt.date, home: Path,
+            conf: dict) -> dict:
+    """One triggered run, its tasks printed as they finish; returns its run summary (read
+    from its artifacts) and where its task logs are."""
+    def show(ti: dict) -> None:
+        took = f" in {ti['duration']:.0f} s" if ti.get("duration") else ""
+        print(f"    [{ti['task_id']}] {ti['state']}{took}", flush=True)
+
+    print(f"==> {DAG_ID}, logical date {logical} (span {span})", flush=True)
     started = time.time()
-    with open(log_file, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for line in proc.stdout:
-            out.write(line)
-            shown = _progress(line)
-            if shown:
-                print("    " + shown, flush=True)
-        code = proc.wait()
-    seconds = time.time() - started
+    run_id, state = airflow.run(logical.isoformat(), conf,
+                                f"retrain demo: span {span}", on_task=show)
     summary = _latest_summary(home, span, since=started) or {}
-    summary.update(ok=code == 0 and bool(summary), seconds=round(seconds), log=str(log_file),
-                   span=span.isoformat())
-    if code != 0:
-        print(f"!!  run for {logical} failed (exit {code}); see {log_file}", flush=True)
+    logs = airflow.task_logs(run_id)
+    summary.update(ok=state == "success" and bool(summary), seconds=round(time.time() - started),
+                   log=str(logs), span=span.isoformat(), run_id=run_id)
+    if state != "success":
+        print(f"!!  run {run_id} ended {state}; task logs: {logs} (or `make ui`)", flush=True)
     return summary
-
-
-_STEP_LINE = re.compile(r"\[(?P<step>validate|preprocess|train|evaluate)\] (?P<msg>.*?)\s*\[retrain\.launch\]")
-_HIDDEN = ("cuInit", "slices not guarded")  # noise: no GPU here; the report lists small slices
-_SHOWN = ("Epoch", "gate:", "trained in", "passed", "preprocess summary", "Error:", "failed",
-          "evaluation report:")
-
-
-def _progress(line: str) -> str | None:
-    """The few lines of a DAG run worth showing live; the full log is kept in a file."""
-    m = _STEP_LINE.search(line)
-    if m and any(k in m["msg"] for k in _SHOWN) and not any(k in m["msg"] for k in _HIDDEN):
-        return f"[{m['step']}] {m['msg'][-150:]}"
-    if "DagRun Finished" in line:
-        state = re.search(r"state=(\w+)", line)
-        return f"DAG run finished: {state[1] if state else '?'}"
-    if "Skipping task" in line or "Task failed" in line or "Traceback" in line:
-        return line.strip()[-200:]
-    return None
 
 
 def _latest_summary(home: Path, span: dt.date, since: float) -> dict | None:
@@ -144,7 +124,7 @@ def format_summary(summaries: list[dict], home: Path) -> str:
     for s in summaries:
         lines.append(f"span {s['span']}  ({s['seconds']}s, {'ok' if s['ok'] else 'FAILED'})")
         if not s.get("evaluation"):
-            lines.append(f"  no run summary; task log: {s['log']}")
+            lines.append(f"  no run summary; task logs: {s['log']}")
             continue
         v, p, ev = s["validation"], s["preprocess"], s["evaluation"]
         cand, base, bayes = ev["candidate"], ev.get("baseline"), ev.get("bayes_optimal") or {}
@@ -171,7 +151,8 @@ def format_summary(summaries: list[dict], home: Path) -> str:
                   f" ({len(registry.list_versions(MODEL)) if current else 0} versions);"
                   f" inspect with: retrain registry list {MODEL}",
               "Airflow UI: run `make ui`, then open http://127.0.0.1:8080 "
-              "(user and password are printed at start-up)",
+              "(user and password are printed at start-up): these runs are there, "
+              "every task with its log",
               "=" * 78]
     return "\n".join(lines)
 

@@ -356,6 +356,7 @@ def test_a_user_trains_and_backfills_from_the_ui(airflow_server, page):
         time_in.send_keys(Keys.ESCAPE)
     page.find(xpath="//label[contains(., 'Override parameters on existing runs')]").click()
     page.type_into("element_epochs", "1")
+    page.type_into("element_window_days", "1")
     page.shot("ui-backfill-dialog.png")
     submit = page.button("Run Backfill")
     assert submit.is_enabled()
@@ -382,6 +383,7 @@ def test_a_user_trains_and_backfills_from_the_ui(airflow_server, page):
     for run_id in backfill_runs:
         run = runs[run_id]
         assert run["run_type"] == "backfill" and run["conf"].get("epochs") == 1, run
+        assert run["conf"].get("window_days") == 1, run
         span = (dt.date.fromisoformat(run["logical_date"][:10]) - dt.timedelta(days=1))
         (run_dir,) = (home / "runs" / "ctr" / f"dt={span}").iterdir()
         summary = json.loads((run_dir / "run_summary.json").read_text())

@@ -3,6 +3,7 @@ leftovers of the first and leave the registry consistent."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,11 +17,11 @@ pytestmark = pytest.mark.integration
 RETRAIN = str(Path(sys.executable).with_name("retrain"))
 
 
-def _demo(home: Path) -> subprocess.CompletedProcess:
-    # Tiny world: 3 days, 2 daily runs of `airflow dags test` against the test AIRFLOW_HOME
-    # (inherited from tests/conftest.py through the environment).
+def _demo(home: Path, runs: int = 2) -> subprocess.CompletedProcess:
+    # Tiny world: 3 days, 2 daily runs through a real scheduler (retrain.local_airflow) on
+    # the test AIRFLOW_HOME (inherited from tests/conftest.py through the environment).
     return subprocess.run([RETRAIN, "demo", "--home", str(home), "--days", "3",
-                           "--rows-per-day", "8000", "--runs", "2", "--window-days", "2"],
+                           "--rows-per-day", "8000", "--runs", str(runs), "--window-days", "2"],
                           capture_output=True, text=True, timeout=1200)
 
 
@@ -31,7 +32,9 @@ def test_demo_runs_twice_and_keeps_the_registry_consistent(airflow_home, tmp_pat
                  "blessed", "registry", "make ui"):
         assert text in first.stdout, f"summary lacks {text!r}:\n{first.stdout[-3000:]}"
 
-    second = _demo(tmp_path)
+    _every_task_has_its_log_and_a_real_duration(first.stdout)
+
+    second = _demo(tmp_path, runs=1)      # one run again is enough to test the leftovers
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert "skipped" in second.stdout.lower()          # the existing days were reused
 
@@ -51,7 +54,30 @@ def test_demo_runs_twice_and_keeps_the_registry_consistent(airflow_home, tmp_pat
         current = registry.current("ctr")
         for text in ("raw_span dt=", current["run_id"], current["code_version"], "fp="):
             assert text in lineage.stdout, f"lineage lacks {text!r}:\n{lineage.stdout}"
-    # Four DAG runs, each with its own artifact folder and summary.
+    # Three DAG runs (the last day twice), each with its own artifact folder and summary.
     summaries = list((tmp_path / "runs" / "ctr").glob("dt=*/*/run_summary.json"))
-    assert len(summaries) == 4
-    assert len({json.loads(p.read_text())["run_id"] for p in summaries}) == 4
+    assert len(summaries) == 3
+    assert len({json.loads(p.read_text())["run_id"] for p in summaries}) == 3
+
+
+def _every_task_has_its_log_and_a_real_duration(stdout: str) -> None:
+    """What `make ui` shows for the demo's runs: each task's log in the UI's log folder,
+    and run and task times of the run itself (not the logical date's)."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        runs = [r for r in session.query(DagRun).filter(DagRun.dag_id == "ctr_daily_retrain")
+                if r.note and r.note.startswith("retrain demo")]
+        assert len(runs) >= 2
+        for run in runs[-2:]:
+            assert run.state == "success", run
+            assert 0 < (run.end_date - run.start_date).total_seconds() < 3600
+            assert run.start_date.date() > run.logical_date.date()    # ran today, not then
+            tis = run.get_task_instances(session=session)
+            assert len(tis) == 7
+            for ti in tis:
+                logs = list((Path(os.environ["AIRFLOW_HOME"]) / "logs" / "dag_id=ctr_daily_retrain"
+                             / f"run_id={run.run_id}" / f"task_id={ti.task_id}").glob("*.log"))
+                assert logs and logs[0].stat().st_size > 0, (run.run_id, ti.task_id)
+                assert ti.duration is not None and ti.duration < 3600, ti
