@@ -34,7 +34,7 @@ def _spec(pre: str, out: Path, rows: int, optimizer: str, steps: int) -> dict:
     deep = list(fc.default().model.deep_fields) + ["user_id"]
     return {"preprocess_dir": pre, "out_dir": str(out), "epochs": 100, "max_steps": steps,
             "batch_size": BATCH, "steps_per_execution": 20, "export": False,
-            "checkpoint_every_steps": 0, "optimizer": optimizer, "deep_fields": deep,
+            "checkpoint_every_steps": 0, "validation_percent": 0, "optimizer": optimizer, "deep_fields": deep,
             "embedding_dims": {"user_id": USER_DIM},
             "table_rows": {"user_id": rows, "item_id": rows}}
 

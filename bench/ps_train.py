@@ -37,7 +37,8 @@ def _prepare(work: Path, rows_per_day: int) -> str:
 
 def _train_spec(pre: str, out: Path, epochs: int, spe: int) -> dict:
     return {"preprocess_dir": pre, "out_dir": str(out), "epochs": epochs,
-            "steps_per_execution": spe, "export": False, "checkpoint_every_steps": 0}
+            "steps_per_execution": spe, "export": False, "checkpoint_every_steps": 0,
+            "validation_percent": 0}   # the training loop alone, no validation passes
 
 
 def _single(pre: str, out: Path, epochs: int, spe: int) -> dict:

@@ -126,8 +126,14 @@ CTR = Family(
     serving_check="components.ctr.serving_check",
     headline=(Metric("auc", "max"), Metric("log_loss", "min")),
     params={
-        "epochs": {"default": None, "type": ["null", "integer"], "minimum": 1, "maximum": 50,
-                   "description": "Training epochs. Empty: the trainer's tuned default."},
+        "train_examples": {"default": None, "type": ["null", "integer"], "minimum": 1000,
+                           "description": "Training budget in examples; early stopping on "
+                                          "a validation slice of the window may end it "
+                                          "sooner. Empty: 3 passes over the window, at "
+                                          "least 300,000 examples."},
+        "epochs": {"default": None, "type": ["null", "integer"], "minimum": 1, "maximum": 500,
+                   "description": "Training budget in passes over the window instead "
+                                  "(Training examples wins when both are set)."},
         "min_auc": {"default": 0.6, "type": "number", "minimum": 0, "maximum": 1,
                     "description": "Absolute AUC a candidate must reach to be published."},
         "ps_count": {"default": 1, "type": "integer", "minimum": 1, "maximum": 64,

@@ -156,10 +156,13 @@ class ModelDefaults:
 
     deep_fields: categorical fields (features or crosses) that also get an embedding in the
     MLP; count_features: single-valued fields whose window popularity is a dense input;
-    id_l2: per-field prior strength of the first-order bias (others use the spec's l2)."""
+    id_l2: per-field prior strength of the first-order bias (others use the spec's l2);
+    fm_fields: single-valued fields whose factor vectors are crossed pairwise (a
+    factorization machine: user x item and user x category tastes)."""
     deep_fields: tuple[str, ...] = ()
     count_features: tuple[str, ...] = ()
     id_l2: tuple[tuple[str, float], ...] = ()
+    fm_fields: tuple[str, ...] = ()
 
     def id_l2_dict(self) -> dict[str, float]:
         return dict(self.id_l2)
@@ -241,7 +244,10 @@ class FeatureConfig:
             "slices": list(self.slices),
             "model": {"deep_fields": list(self.model.deep_fields),
                       "count_features": list(self.model.count_features),
-                      "id_l2": dict(self.model.id_l2)},
+                      "id_l2": dict(self.model.id_l2),
+                      # only when set, so configs without it keep their fingerprint
+                      **({"fm_fields": list(self.model.fm_fields)}
+                         if self.model.fm_fields else {})},
         })
         if self.validation.to_dict():
             out["validation"] = self.validation.to_dict()
@@ -570,14 +576,16 @@ def from_dict(d: Mapping[str, Any], source: str = "") -> FeatureConfig:
     if not isinstance(raw_model, Mapping):
         problems.add("model", f"must be a mapping, got {raw_model!r}")
         raw_model = {}
-    for key in sorted(set(raw_model) - {"deep_fields", "count_features", "id_l2"}):
-        problems.add(f"model.{key}", "unknown key (allowed: deep_fields, count_features, id_l2)")
+    allowed = ("deep_fields", "count_features", "id_l2", "fm_fields")
+    for key in sorted(set(raw_model) - set(allowed)):
+        problems.add(f"model.{key}", f"unknown key (allowed: {', '.join(allowed)})")
     categorical = [f.name for f in features if f.is_categorical_output] + \
         [c.name for c in crosses]
     declared = raw_names | {r.get("name") for r in raw_crosses if isinstance(r, Mapping)}
     multi = {f.name for f in features if f.kind in ("multi_categorical", "text")}
     deep = _str_list(raw_model.get("deep_fields"), "model.deep_fields", problems)
     counts = _str_list(raw_model.get("count_features"), "model.count_features", problems)
+    fm = _str_list(raw_model.get("fm_fields"), "model.fm_fields", problems)
     id_l2 = raw_model.get("id_l2") or {}
     if not isinstance(id_l2, Mapping) or not all(
             isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -585,17 +593,20 @@ def from_dict(d: Mapping[str, Any], source: str = "") -> FeatureConfig:
         problems.add("model.id_l2", f"must map field names to numbers >= 0, got {id_l2!r}")
         id_l2 = {}
     for key, names in (("deep_fields", deep), ("count_features", counts),
-                       ("id_l2", list(id_l2))):
+                       ("id_l2", list(id_l2)), ("fm_fields", fm)):
         for n in names:
             if n not in categorical and n in declared and n not in by_name:
                 continue    # an invalid feature or cross, reported above
             if n not in categorical:
                 problems.add(f"model.{key}", f"{n!r} is not a categorical feature or cross")
-            elif key == "count_features" and n in multi:
-                problems.add(f"model.{key}", f"{n!r} is multi-valued; counts need a "
-                                             f"single-valued field")
+            elif key in ("count_features", "fm_fields") and n in multi:
+                problems.add(f"model.{key}", f"{n!r} is multi-valued; {key} need "
+                                             f"single-valued fields")
+    if len(fm) == 1:
+        problems.add("model.fm_fields", f"crosses pairs of fields: name two or more, got {fm!r}")
     model = ModelDefaults(deep_fields=deep, count_features=counts,
-                          id_l2=tuple((k, float(v)) for k, v in id_l2.items()))
+                          id_l2=tuple((k, float(v)) for k, v in id_l2.items()),
+                          fm_fields=fm)
 
     validation = _parse_validation(d.get("validation"), features, label, example_id,
                                    raw_names, problems)

@@ -27,6 +27,17 @@ rows a batch looks up, each weighted by 1 / (its count in the window): in expect
 is exactly the whole-table L2 penalty of model.py, but its gradient touches only the
 looked-up rows, so updates stay sparse.
 
+Optional factorization-machine crosses (`fm_fields`, from the config's `model:` section):
+each listed field gets a factor table, sharded like the others, and the logit adds the
+dot products of every pair of factors (user x item and user x category tastes, which
+neither the per-id biases nor an MLP over low-cardinality embeddings can represent).
+
+How long it trains is a budget in examples (`train_examples`; default max(3 passes,
+300,000)), so a 5k-row window gets ~300 steps instead of 15, and early stopping on a
+validation slice of the window (`validation_percent`: a stable hash of each serialized
+training record, so no row both trains and validates) ends it when the validation log
+loss stops improving; the export holds the best validated parameters.
+
     python -m components.ctr.ps_train --spec '{"preprocess_dir": "...", "out_dir": "..."}'
     TF_CONFIG='{"cluster": ..., "task": {"type": "ps", "index": 0}}' python -m components.ctr.ps_train --serve
 """
@@ -51,6 +62,13 @@ SUMMARY_FILE = "train_summary.json"
 CHECK_FILE = "in_training_predictions.json"
 PROGRESS_FILE = "progress.json"
 SERVER_ROLES = ("ps", "worker")
+DEFAULT_PASSES = 3
+MIN_TRAIN_EXAMPLES = 300_000
+VALIDATIONS_PER_BUDGET = 12
+MIN_VALIDATION_ROWS = 100     # below it a validation loss is noise: no early stopping
+MAX_VALIDATION_ROWS = 200_000  # validations read at most these (held in worker memory)
+VALIDATION_BATCH = 4096
+BEST_DIR = "best"             # under the checkpoint dir: the best validated parameters
 
 
 @dataclasses.dataclass
@@ -58,7 +76,14 @@ class PsTrainSpec:
     """Model defaults are those of components.ctr.train.TrainSpec (tuned on the demo logs)."""
     preprocess_dir: str          # output of beam_jobs.preprocess_ctr
     out_dir: str                 # model artifact directory (created atomically)
-    epochs: int = 3
+    # Budget in examples, not epochs: a pass over a 5k-row window is 5 steps, over a
+    # 1M-row window 1,000. None: max(DEFAULT_PASSES passes, MIN_TRAIN_EXAMPLES); early
+    # stopping on the validation slice ends training sooner when it stops helping.
+    train_examples: int | None = None
+    epochs: int | None = None    # budget in passes over the window instead (train_examples wins)
+    validation_percent: int = 10  # of the window's training rows, held out for early stopping
+    early_stopping_patience: int = 5  # validations without improvement; 0: never stop early
+    validate_every_steps: int = 0     # 0: VALIDATIONS_PER_BUDGET validations over the budget
     batch_size: int = 1024
     learning_rate: float = 0.01  # Adam; cosine-decayed to 10% over the run (lr_decay)
     l2: float = 2.0              # prior strength of per-ID biases (summed-loss units)
@@ -74,6 +99,12 @@ class PsTrainSpec:
     dropout: float = 0.2
     deep_fields: list[str] | None = None
     count_features: list[str] | None = None
+    # Factorization machine: pairwise dot products of per-id factor vectors of these
+    # fields (None: the config's model.fm_fields; generated logs: user x item, user x
+    # category), sharded like every table, with the same count-weighted prior.
+    fm_fields: list[str] | None = None
+    fm_dim: int = 8
+    fm_l2: float = 10.0
     lr_decay: str = "cosine"     # "cosine" or "none"
     # "lazy_adam": sparse table updates touch only the looked-up rows (components.ctr.
     # optimizers); "adam" (dense slot updates), "adagrad" (one slot) or "sgd" (none).
@@ -95,13 +126,29 @@ class PsTrainSpec:
 
 # ----------------------------------------------------------------------------- model
 
-def _fields(spec: PsTrainSpec, fcfg) -> tuple[list[str], list[str], dict[str, float]]:
-    """deep_fields, count_features, id_l2: the spec's, else the feature config's defaults."""
+def _fields(spec: PsTrainSpec, fcfg) -> tuple[list[str], list[str], dict[str, float], list[str]]:
+    """deep_fields, count_features, id_l2, fm_fields: the spec's, else the feature
+    config's defaults."""
     deep = list(fcfg.model.deep_fields if spec.deep_fields is None else spec.deep_fields)
     counts = list(fcfg.model.count_features if spec.count_features is None
                   else spec.count_features)
     id_l2 = fcfg.model.id_l2_dict() if spec.id_l2 is None else dict(spec.id_l2)
-    return deep, counts, id_l2
+    fm = list(fcfg.model.fm_fields if spec.fm_fields is None else spec.fm_fields)
+    return deep, counts, id_l2, fm
+
+
+def train_budget(spec: PsTrainSpec, rows: int) -> tuple[int, int]:
+    """(examples, steps) of the training budget for a window of `rows` training rows."""
+    if spec.train_examples:
+        examples = int(spec.train_examples)
+    elif spec.epochs:
+        examples = int(spec.epochs) * rows
+    else:
+        examples = max(DEFAULT_PASSES * rows, MIN_TRAIN_EXAMPLES)
+    steps = max(-(-examples // spec.batch_size), 1)
+    if spec.max_steps:
+        steps = min(steps, int(spec.max_steps))
+    return examples, steps
 
 
 def _config(spec: PsTrainSpec, fcfg=None) -> dict:
@@ -109,8 +156,12 @@ def _config(spec: PsTrainSpec, fcfg=None) -> dict:
     (default: the generated logs'); spec options naming unknown fields fail clearly."""
     from components.ctr import feature_config as fc
     fcfg = fc.default() if fcfg is None else fcfg
-    deep_fields, count_features, id_l2 = _fields(spec, fcfg)
+    deep_fields, count_features, id_l2, fm_fields = _fields(spec, fcfg)
     fcfg.check_fields("PsTrainSpec.deep_fields", deep_fields)
+    fcfg.check_fields("PsTrainSpec.fm_fields", fm_fields, single_valued=True)
+    if len(fm_fields) == 1 or (fm_fields and spec.fm_dim < 1):
+        raise ValueError(f"fm_fields crosses pairs: name two or more fields and set fm_dim "
+                         f">= 1 (got {fm_fields}, fm_dim={spec.fm_dim})")
     fcfg.check_fields("PsTrainSpec.count_features", count_features, single_valued=True)
     fcfg.check_fields("PsTrainSpec.id_l2", list(id_l2))
     fcfg.check_fields("PsTrainSpec.table_rows", list(spec.table_rows))
@@ -126,14 +177,20 @@ def _config(spec: PsTrainSpec, fcfg=None) -> dict:
     from components.ctr import optimizers
     if spec.optimizer not in optimizers.NAMES:
         raise ValueError(f"optimizer must be one of {optimizers.NAMES}, got {spec.optimizer!r}")
-    if spec.steps_per_execution < 1 or spec.batch_size < 1 or spec.epochs < 1:
-        raise ValueError("steps_per_execution, batch_size and epochs must be >= 1")
+    if spec.steps_per_execution < 1 or spec.batch_size < 1:
+        raise ValueError("steps_per_execution and batch_size must be >= 1")
+    for name in ("epochs", "train_examples"):
+        if getattr(spec, name) is not None and getattr(spec, name) < 1:
+            raise ValueError(f"{name} must be >= 1 (or null for the default budget)")
+    if not 0 <= spec.validation_percent < 50:
+        raise ValueError(f"validation_percent must be in [0, 50), got {spec.validation_percent}")
     fields = fcfg.categorical_fields()
     rows = {k: int(spec.table_rows.get(k, fcfg.categorical_size(k))) for k in fields}
     dims = {k: int(spec.embedding_dims.get(k, spec.embedding_dim)) for k in deep_fields}
     return {"rows": rows, "dims": {k: d for k, d in dims.items() if d > 0},
             "hidden": [int(u) for u in spec.hidden_units], "dropout": float(spec.dropout),
             "count_features": count_features, "id_l2": id_l2, "seed": int(spec.seed),
+            "fm": fm_fields, "fm_dim": int(spec.fm_dim),
             "embedding_init": spec.embedding_init,
             "multi": {k: fcfg.max_values(k) for k in fields if fcfg.max_values(k)},
             "dense": fcfg.dense_features(), "label": fcfg.label}
@@ -190,6 +247,9 @@ def build_net(cfg: dict, counts: dict | None = None, base_rate: float = 0.04):
                       for k in cfg["rows"]}
             p.emb = {k: var(f"emb_{k}", [cfg["rows"][k], d], cfg["embedding_init"])
                      for k, d in cfg["dims"].items()}
+            # Zeros would be a saddle for a product of two factors: always random.
+            p.fm = {k: var(f"fm_{k}", [cfg["rows"][k], cfg["fm_dim"]], "normal")
+                    for k in cfg["fm"]}
             n_numeric = 2 * len(cfg["dense"]) + 2 * len(cfg["count_features"])
             p.linear_w = var("linear_w", [n_numeric, 1], "zeros")
             logit0 = math.log(base_rate / (1.0 - base_rate))
@@ -248,6 +308,18 @@ def build_net(cfg: dict, counts: dict | None = None, base_rate: float = 0.04):
                     inv = feats.get(f"__prior_emb_{k}")
                     if inv is not None:
                         penalty += tf.reduce_mean(inv * tf.reduce_sum(tf.square(e), axis=1))
+            if cfg["fm"]:
+                # sum over pairs <v_a, v_b> = ((sum v)^2 - sum v^2) / 2, summed over factors
+                factors = []
+                for k in cfg["fm"]:
+                    v = tf.nn.embedding_lookup(p.fm[k], feats[transformed_name(k)])
+                    factors.append(v)
+                    inv = feats.get(f"__prior_fm_{k}")
+                    if inv is not None:
+                        penalty += tf.reduce_mean(inv * tf.reduce_sum(tf.square(v), axis=1))
+                total = tf.add_n(factors)
+                terms.append(0.5 * tf.reduce_sum(
+                    tf.square(total) - tf.add_n([tf.square(v) for v in factors]), axis=1))
             numeric = []
             for k in cfg["dense"]:
                 numeric += [feats[transformed_name(k)], feats[missing_name(k)]]
@@ -297,6 +369,7 @@ def _named_variables(net) -> list[tuple[str, object]]:
     p, c = net.params, net.counts
     items = [(f"bias/{k}", v) for k, v in p.bias.items()]
     items += [(f"emb/{k}", v) for k, v in p.emb.items()]
+    items += [(f"fm/{k}", v) for k, v in p.fm.items()]
     items += [("linear_w", p.linear_w), ("linear_b", p.linear_b)]
     items += [(f"hidden_w{i}", v) for i, v in enumerate(p.hidden_w)]
     items += [(f"hidden_b{i}", v) for i, v in enumerate(p.hidden_b)]
@@ -328,24 +401,45 @@ def _prior_weights(spec: PsTrainSpec, cfg: dict, counts: dict) -> dict:
             out[f"__prior_bias_{k}"] = (k, (strength * inv).astype(np.float32))
         if k in cfg["dims"] and spec.embedding_l2:
             out[f"__prior_emb_{k}"] = (k, (spec.embedding_l2 * inv).astype(np.float32))
+        if k in cfg["fm"] and spec.fm_l2:
+            out[f"__prior_fm_{k}"] = (k, (spec.fm_l2 * inv).astype(np.float32))
     return out
 
 
 def _make_dataset_fn(pattern: str, feature_spec: dict, batch_size: int, priors: dict,
-                     seed: int | None, repeat: bool, label: str | None = None):
-    """A dataset function; in the cluster each worker runs it on its own."""
+                     seed: int | None, repeat: bool, label: str | None = None,
+                     validation_percent: int = 0, split: str = "all"):
+    """A dataset function; in the cluster each worker runs it on its own.
+
+    split: "all" rows, "train" (without the validation slice; shuffled, endless batches)
+    or "validation" (the slice only, in file order, passes of whole batches repeated, so
+    each validation reads exactly one pass from a worker's iterator)."""
     from components.ctr import feature_config as fc
+    from components.ctr.window_stats import in_validation
     label = fc.default().label if label is None else label
+    if split not in ("all", "train", "validation"):
+        raise ValueError(split)
 
     def dataset_fn(_input_context=None):
         import tensorflow as tf
-        files = tf.data.Dataset.list_files(pattern, shuffle=repeat, seed=seed)
+        shuffle = repeat and split != "validation"
+        files = tf.data.Dataset.list_files(pattern, shuffle=shuffle, seed=seed)
         ds = files.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type="GZIP"),
                               cycle_length=4, num_parallel_calls=tf.data.AUTOTUNE,
-                              deterministic=not repeat)
-        if repeat:
+                              deterministic=not shuffle)
+        if split == "train" and validation_percent:
+            ds = ds.filter(lambda x: tf.logical_not(in_validation(x, validation_percent)))
+        elif split == "validation":
+            ds = ds.filter(lambda x: in_validation(x, validation_percent))
+        if split == "validation":
+            # Read once, then from memory: a pass must not cost a pass over the window.
+            ds = ds.take(MAX_VALIDATION_ROWS).batch(batch_size).cache()
+            ds = ds.repeat() if repeat else ds
+        elif repeat:
             ds = ds.shuffle(50_000, seed=seed, reshuffle_each_iteration=True).repeat()
-        ds = ds.batch(batch_size, drop_remainder=repeat)
+            ds = ds.batch(batch_size, drop_remainder=True)
+        else:
+            ds = ds.batch(batch_size)
         tables = {name: (fc.transformed_name(k), tf.constant(w)) for name, (k, w) in priors.items()}
 
         def parse(x):
@@ -447,11 +541,22 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
     eval_pattern = str(pre / EVAL_DIR / "*.tfrecord.gz")
 
     started = time.time()
-    rows, click_rate, counts = window_stats(train_pattern, feature_spec, fcfg)
+    rows, click_rate, counts, validation_rows = window_stats(
+        train_pattern, feature_spec, fcfg, validation_percent=spec.validation_percent)
+    validation_percent = spec.validation_percent
+    if validation_percent and validation_rows < MIN_VALIDATION_ROWS:
+        log.warning("validation slice of %d rows (%d%% of the window) is below %d: no early "
+                    "stopping, every row trains", validation_rows, validation_percent,
+                    MIN_VALIDATION_ROWS)
+        rows, click_rate, counts, validation_rows = window_stats(train_pattern, feature_spec,
+                                                                 fcfg)
+        validation_percent = 0
     priors = _prior_weights(spec, cfg, counts)
-    total_steps = spec.epochs * -(-rows // spec.batch_size)
-    if spec.max_steps:
-        total_steps = min(total_steps, int(spec.max_steps))
+    budget_examples, total_steps = train_budget(spec, rows)
+    log.info("budget: %d examples = %d steps of %d over %d training rows (%.1f passes)%s",
+             budget_examples, total_steps, spec.batch_size, rows,
+             total_steps * spec.batch_size / rows,
+             f"; validation slice {validation_rows} rows" if validation_percent else "")
     base_rate = min(max(click_rate, 1e-4), 1 - 1e-4)
 
     strategy = coordinator = None
@@ -535,41 +640,92 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
             total += loss
         return total / tf.cast(n, tf.float32)
 
-    ds_fn = _make_dataset_fn(train_pattern, feature_spec, spec.batch_size, priors,
-                             seed=None if distributed else spec.seed, repeat=True,
-                             label=fcfg.label)
-    if coordinator is not None:
-        iterator = iter(coordinator.create_per_worker_dataset(ds_fn))
-    else:
-        iterator = iter(ds_fn())
+    def val_fn(features, labels):
+        probs, _ = net.forward(features, training=False)
+        per_row = tf_keras.losses.binary_crossentropy(labels[:, None], probs[:, None])
+        return tf.reduce_sum(per_row), tf.cast(tf.size(per_row), tf.float32)
+
+    @tf.function
+    def val_pass(iterator, n):
+        total, count = tf.constant(0.0), tf.constant(0.0)
+        for _ in tf.range(n):
+            features, labels = next(iterator)
+            if strategy is not None:
+                s, c = strategy.run(val_fn, args=(features, labels))
+            else:
+                s, c = val_fn(features, labels)
+            total += s
+            count += c
+        return total / tf.maximum(count, 1.0)
+
+    def iterate(dataset_fn):
+        if coordinator is not None:
+            return iter(coordinator.create_per_worker_dataset(dataset_fn))
+        return iter(dataset_fn())
+
+    iterator = iterate(_make_dataset_fn(
+        train_pattern, feature_spec, spec.batch_size, priors,
+        seed=None if distributed else spec.seed, repeat=True, label=fcfg.label,
+        validation_percent=validation_percent, split="train"))
+    progress_file = ckpt_dir / PROGRESS_FILE
+    stopper = _EarlyStopping(spec.early_stopping_patience,
+                             _read_progress(progress_file, resumed_from).get("early_stopping"))
+    val_every = val_batches = 0
+    if validation_percent:
+        val_iterator = iterate(_make_dataset_fn(
+            train_pattern, feature_spec, VALIDATION_BATCH, {}, None, repeat=True,
+            label=fcfg.label, validation_percent=validation_percent, split="validation"))
+        val_batches = -(-min(validation_rows, MAX_VALIDATION_ROWS) // VALIDATION_BATCH)
+        val_every = spec.validate_every_steps or k * max(
+            1, round(total_steps / VALIDATIONS_PER_BUDGET / k))
+    best_manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=net),
+                                              str(ckpt_dir / BEST_DIR), max_to_keep=1)
+
+    def validate(at_step: int) -> None:
+        if coordinator is not None:
+            loss = float(coordinator.schedule(val_pass, args=(
+                val_iterator, tf.constant(val_batches))).fetch())
+        else:
+            loss = float(val_pass(val_iterator, tf.constant(val_batches)))
+        if stopper.update(at_step, loss):
+            best_manager.save(checkpoint_number=at_step)
+        log.info("validation log loss %.5f at step %d (best %.5f at step %d%s)", loss, at_step,
+                 stopper.best, stopper.best_step,
+                 f"; no improvement {stopper.bad}/{stopper.patience}" if stopper.bad else "")
 
     losses: list[tuple[int, float]] = []   # (step at the end of the chunk, mean loss)
     pending: list[tuple[int, object]] = []
     step = resumed_from
     every = spec.checkpoint_every_steps if spec.checkpoint_every_steps > 0 else None
     next_ckpt = (step // every + 1) * every if every else total_steps
-    progress_file = ckpt_dir / PROGRESS_FILE
+    next_val = (step // val_every + 1) * val_every if val_every else None
     loop_started = time.time()
     try:
-        while step < total_steps:
-            n = min(k, total_steps - step)
+        while step < total_steps and not stopper.stop:
+            n = min(k, total_steps - step, (next_val - step) if next_val else k)
             if coordinator is not None:
                 pending.append((step + n, coordinator.schedule(train_chunk,
                                                                args=(iterator, tf.constant(n)))))
             else:
                 losses.append((step + n, float(train_chunk(iterator, tf.constant(n)))))
             step += n
-            if step >= next_ckpt or step >= total_steps:
+            validate_now = next_val is not None and (step >= next_val or step >= total_steps)
+            if step >= next_ckpt or step >= total_steps or validate_now:
                 if coordinator is not None:
                     coordinator.join()
                     losses += [(s, float(r.fetch())) for s, r in pending]
                     pending = []
+            if validate_now:
+                validate(step)
+                next_val += val_every
+            if step >= next_ckpt or step >= total_steps or stopper.stop:
                 if every:
                     step_var.assign(step)
                     manager.save(checkpoint_number=step)
-                    next_ckpt += every
+                    next_ckpt = (step // every + 1) * every
                 write_json(progress_file, {"step": step, "total_steps": total_steps,
-                                           "loss": losses[-1][1] if losses else None})
+                                           "loss": losses[-1][1] if losses else None,
+                                           "early_stopping": stopper.state()})
                 done, elapsed = step - resumed_from, time.time() - loop_started
                 rate = done / elapsed if elapsed > 0 and done > 0 else 0.0
                 eta = f"{(total_steps - step) / rate:.0f}s" if rate else "?"
@@ -585,7 +741,17 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
             f"{str(e).splitlines()[0][:300]}. The last checkpoint is in {ckpt_dir} "
             f"(step {int(_latest_step(manager))}); a retry resumes from it.") from e
     loop_seconds = time.time() - loop_started
-    trained_steps = total_steps - resumed_from
+    trained_steps = step - resumed_from
+    if stopper.stop:
+        log.info("early stopping at step %d of %d: validation log loss did not improve for %d "
+                 "validations", step, total_steps, stopper.patience)
+    if stopper.best_step is not None and stopper.best_step != step:
+        if best_manager.latest_checkpoint is None:
+            raise RuntimeError(f"best validated parameters (step {stopper.best_step}) are "
+                               f"missing from {ckpt_dir / BEST_DIR}")
+        tf.train.Checkpoint(model=net).restore(best_manager.latest_checkpoint).expect_partial()
+        log.info("restored the best validated parameters (step %d, validation log loss %.5f)",
+                 stopper.best_step, stopper.best)
     examples_per_second = trained_steps * spec.batch_size / max(loop_seconds, 1e-9)
     log.info("trained %d steps in %.1fs: %.0f examples/s", trained_steps, loop_seconds,
              examples_per_second)
@@ -616,7 +782,12 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
         "epochs": spec.epochs, "train_rows": rows, "train_click_rate": round(click_rate, 6),
         "spec": dataclasses.asdict(spec),
         "loop_seconds": round(loop_seconds, 2), "examples_per_second": round(examples_per_second, 1),
-        "total_steps": total_steps, "resumed_from_step": resumed_from,
+        "total_steps": total_steps, "steps_run": step, "resumed_from_step": resumed_from,
+        "budget_examples": budget_examples,
+        "early_stopping": {"validation_percent": validation_percent,
+                           "validation_rows": validation_rows if validation_percent else 0,
+                           "validate_every_steps": val_every, **stopper.state(),
+                           "stopped_early": stopper.stop},
         "warm_started_from": warm_started, "checkpoint_dir": str(ckpt_dir),
         "losses": [[s, round(x, 5)] for s, x in losses],
         "shards": layout,
@@ -626,7 +797,7 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
                    "id_l2": cfg["id_l2"]},
     }
     result = {"artifact_dir": str(Path(spec.out_dir)), "total_steps": total_steps,
-              "resumed_from_step": resumed_from,
+              "steps_run": step, "best_step": stopper.best_step, "resumed_from_step": resumed_from,
               "examples_per_second": summary["examples_per_second"],
               "checkpoint_dir": str(ckpt_dir)}
     if not spec.export:
@@ -690,6 +861,47 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
             write_json(tmp / CHECK_FILE, {"rows": spec.check_raw_rows, "p_click": check})
     log.info("exported %s", out / SERVING_DIR)
     return {**result, "model_dir": str(out / SERVING_DIR)}
+
+
+class _EarlyStopping:
+    """Validation losses so far; `stop` once `patience` validations brought no improvement
+    (a relative 1e-4 at least). Its state goes into progress.json, so a resumed run goes on
+    with the same best and count."""
+
+    def __init__(self, patience: int, state: dict | None = None):
+        state = state or {}
+        self.patience = int(patience)
+        self.best = state.get("best_val_log_loss")
+        self.best_step = state.get("best_step")
+        self.bad = int(state.get("validations_without_improvement", 0))
+        self.history = [tuple(x) for x in state.get("validations", [])]
+
+    def update(self, step: int, loss: float) -> bool:
+        """Record a validation; True when it is the best so far."""
+        self.history.append((step, round(loss, 6)))
+        if self.best is None or loss < self.best - 1e-4 * abs(self.best):
+            self.best, self.best_step, self.bad = loss, step, 0
+            return True
+        self.bad += 1
+        return False
+
+    @property
+    def stop(self) -> bool:
+        return self.patience > 0 and self.bad >= self.patience
+
+    def state(self) -> dict:
+        return {"best_val_log_loss": self.best, "best_step": self.best_step,
+                "validations_without_improvement": self.bad,
+                "validations": [list(x) for x in self.history]}
+
+
+def _read_progress(path: Path, step: int) -> dict:
+    """progress.json when it describes `step` (the checkpoint being resumed), else {}."""
+    try:
+        progress = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+    return progress if step and progress.get("step") == step else {}
 
 
 def _latest_step(manager) -> int:

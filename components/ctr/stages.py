@@ -30,7 +30,7 @@ def preprocess(ctx: dict, params: dict, upstream: dict) -> dict:
 def train(ctx: dict, params: dict, upstream: dict) -> dict:
     return {"preprocess_dir": upstream["preprocess"]["output_dir"],
             "out_dir": f"{ctx['run_dir']}/model",
-            "train": {"epochs": params["epochs"]} if params.get("epochs") else {},
+            "train": {k: params[k] for k in ("train_examples", "epochs") if params.get(k)},
             "num_ps": params["ps_count"], "num_workers": params["worker_count"]}
 
 

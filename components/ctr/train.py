@@ -94,8 +94,8 @@ def run(spec: TrainSpec) -> dict:
                        4 * spec.batch_size, shuffle=False, seed=spec.seed, label=cfg.label)
 
     started = time.time()  # the statistics pass counts as training time
-    rows, click_rate, counts = window_stats(str(pre / TRAIN_DIR / "*.tfrecord.gz"),
-                                            dict(feature_spec), cfg, fields=count_features)
+    rows, click_rate, counts, _ = window_stats(str(pre / TRAIN_DIR / "*.tfrecord.gz"),
+                                               dict(feature_spec), cfg, fields=count_features)
     model = build_model(tuple(spec.hidden_units), spec.l2, spec.embedding_dim,
                         num_examples=rows, id_l2=id_l2, embedding_l2=spec.embedding_l2,
                         dropout=spec.dropout, deep_fields=deep_fields,

@@ -85,8 +85,10 @@ def test_two_ps_two_workers_shard_tables_and_export_matches(preprocessed, span_d
     # Loss falls: the eval log loss ends below the untrained model's (which predicts the
     # training click rate for every row: all learned terms start at zero). The training
     # loss per 4-step chunk is recorded too, but on ~7k rows it is too noisy to compare.
-    assert len(summary["losses"]) == math.ceil(summary["total_steps"] / 4)
+    assert len(summary["losses"]) == math.ceil(summary["steps_run"] / 4)
     assert result["val_log_loss"] < summary["initial_val_log_loss"] - 0.001, summary
+    # Early stopping ran in the cluster: validations on the workers' slice of the window.
+    assert len(summary["early_stopping"]["validations"]) >= 2, summary["early_stopping"]
 
     # The big ID tables are split over both parameter servers (and their shards add up).
     for table in ("bias/user_id", "bias/item_id"):
@@ -113,8 +115,11 @@ def test_sigkilled_worker_is_restarted_and_training_completes(preprocessed, tmp_
     from components.ctr.cluster import ClusterSpec, run
 
     status = tmp_path / "status.json"
+    # No validation slice: every window row trains and the run goes to its budget, so its
+    # step count is known in advance.
     spec = ClusterSpec(train=_train_spec(preprocessed, tmp_path, epochs=4,
-                                         checkpoint_every_steps=8, export=False),
+                                         checkpoint_every_steps=8, export=False,
+                                         validation_percent=0),
                        num_ps=1, num_workers=2, status_file=str(status))
     ckpt = tmp_path / "model_checkpoints"
     thread, box = _in_thread(lambda: run(spec))
@@ -127,8 +132,8 @@ def test_sigkilled_worker_is_restarted_and_training_completes(preprocessed, tmp_
     assert "error" not in box, box.get("error")
     result = box["result"]
     assert result["cluster"]["worker_restarts"] == {"worker/0": 1}
-    assert _progress(ckpt) == result["total_steps"] == 4 * math.ceil(
-        preprocessed["rows_train"] / 256)
+    assert _progress(ckpt) == result["total_steps"] == math.ceil(
+        4 * preprocessed["rows_train"] / 256)      # epochs=4: a budget of 4 passes
 
 
 def test_killed_ps_fails_clearly_and_retry_resumes_from_checkpoint(preprocessed, tmp_path):
@@ -137,7 +142,8 @@ def test_killed_ps_fails_clearly_and_retry_resumes_from_checkpoint(preprocessed,
     status = tmp_path / "status.json"
     ckpt = tmp_path / "model_checkpoints"
     spec = ClusterSpec(train=_train_spec(preprocessed, tmp_path, epochs=4,
-                                         checkpoint_every_steps=8, export=False),
+                                         checkpoint_every_steps=8, export=False,
+                                         validation_percent=0),
                        num_ps=2, num_workers=1, status_file=str(status), ps_failure_grace_s=30)
     thread, box = _in_thread(lambda: run(spec))
     _wait_for(lambda: _progress(ckpt) >= 16, 240, "training to pass step 16")
@@ -262,3 +268,46 @@ def test_killing_the_launcher_leaves_no_orphans(preprocessed, tmp_path, sig):
     finally:
         if launcher.poll() is None:
             launcher.kill()
+
+
+def test_early_stopping_exports_the_best_validated_parameters(preprocessed, tmp_path):
+    """A learning rate far too high for ~7k rows overfits the per-id biases within a few
+    steps, so the validation loss (on the trainer's own slice of the window, not the eval
+    rows) turns up: training stops `patience` validations after its best and exports the
+    parameters of that validation, not those of the last step."""
+    import tensorflow as tf
+
+    import tensorflow_transform as tft
+
+    from components.ctr import feature_config as fc
+    from components.ctr.preprocess import TRAIN_DIR, TRANSFORM_DIR
+    from components.ctr.ps_train import PsTrainSpec, _make_dataset_fn, run
+
+    pre = preprocessed["output_dir"]
+    result = run(PsTrainSpec(preprocess_dir=pre, out_dir=str(tmp_path / "model"), batch_size=256,
+                             learning_rate=0.3, lr_decay="none", steps_per_execution=4,
+                             validate_every_steps=4, early_stopping_patience=2))
+    summary = json.loads((tmp_path / "model" / "train_summary.json").read_text())
+    stopping = summary["early_stopping"]
+    print(f"\nvalidations (step, log loss): {stopping['validations']}")
+    assert stopping["stopped_early"] and result["steps_run"] < result["total_steps"]
+    assert result["best_step"] == stopping["best_step"] < result["steps_run"]
+    assert [s for s, _ in stopping["validations"]][-3] == stopping["best_step"]
+    # The slice: ~10% of the window's training rows, none of them trained on.
+    assert abs(stopping["validation_rows"] / preprocessed["rows_train"] - 0.10) < 0.02
+    assert summary["train_rows"] + stopping["validation_rows"] == preprocessed["rows_train"]
+
+    # The exported parameters give the best validation loss again.
+    loaded = tf.saved_model.load(result["model_dir"])
+    spec = tft.TFTransformOutput(f"{pre}/{TRANSFORM_DIR}").transformed_feature_spec()
+    ds = _make_dataset_fn(f"{pre}/{TRAIN_DIR}/*.tfrecord.gz", dict(spec), 4096, {}, None,
+                          repeat=False, label=fc.for_preprocess_dir(Path(pre)).label,
+                          validation_percent=10, split="validation")()
+    total, count = 0.0, 0
+    for feats, labels in ds:
+        p = np.clip(loaded.model(feats).numpy(), 1e-7, 1 - 1e-7)
+        y = labels.numpy().astype(float)
+        total += float(-(y * np.log(p) + (1 - y) * np.log(1 - p)).sum())
+        count += len(y)
+    assert count == stopping["validation_rows"]
+    assert total / count == pytest.approx(stopping["best_val_log_loss"], rel=1e-3)
