@@ -14,10 +14,15 @@ Multi-valued and text features are left out of the peers (they see less than the
 model when a config has them; none of the datasets below has). Bayes-optimal figures
 where the generator's true click probabilities exist. Intervals: 95 % percentile
 bootstrap, paired (peer - project on the same resamples). Prints a table and writes
-bench/results/ctr_peers.json.
+bench/results/ctr_peers.json (or --results). On generated data it also prints two reference
+points: the Bayes-optimal AUC without the generator's user x (category + item) taste term,
+and with that term only for users with >= 20 clicks in the training rows (what a model
+that learned those users' tastes perfectly could reach).
 
     .venv/bin/python bench/ctr_peers.py --generator 50000,500000 \\
-        --outside fair:/tmp/fair/raw:bench/outside_data/fair.yaml:2025-04-29:60
+        --outside fair:/tmp/fair/raw:bench/outside_data/fair.yaml:2025-04-29:60 \\
+        --outside movielens:/tmp/ml/raw:bench/outside_data/movielens.yaml:1998-04-22:60
+(raw roots: bench/outside_data/README.md)
 """
 from __future__ import annotations
 
@@ -34,6 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 EVAL_PERCENT = 20
+TASTE_CLICKS = 20
 GEN_START = dt.date(2026, 11, 1)
 
 
@@ -123,7 +129,7 @@ def _lr(train, y, evals, cfg, seed: int):
 
 
 def _project(raw_root: Path, span: dt.date, days: int, config: str, work: Path,
-             evals_table, cfg, epochs: int | None):
+             evals_table, cfg, options: dict):
     from components.ctr import rawdata
     from components.ctr.preprocess import PreprocessSpec, run as preprocess
     from components.ctr.ps_train import PsTrainSpec, run as train
@@ -131,28 +137,50 @@ def _project(raw_root: Path, span: dt.date, days: int, config: str, work: Path,
                                     output_dir=str(work / "pre"), window_days=days,
                                     eval_percent=EVAL_PERCENT, feature_config=config))
     os.environ.pop("TF_CONFIG", None)
-    options = {"epochs": epochs} if epochs else {}
     trained = train(PsTrainSpec(preprocess_dir=pre["output_dir"], out_dir=str(work / "model"),
                                 **options))
     return rawdata.predict(trained["model_dir"], rawdata.to_raw_features(evals_table, cfg))
 
 
+def _taste_references(gen_spec, train_t, eval_t, truth, labels) -> dict:
+    """Bayes-optimal AUC without the generator's user x (category + item) taste term, and
+    with it only for users with >= TASTE_CLICKS clicks in the training rows: how much of
+    the gap any model can close by learning tastes from this much data."""
+    import numpy as np
+    from components import metrics
+    from components.ctr.generate import taste_logits
+    logit = np.log(truth / (1 - truth))
+    taste = taste_logits(gen_spec, eval_t)
+    clicks: dict[str, float] = {}
+    for user, click in zip(train_t.column("user_id").to_pylist(),
+                           train_t.column("click").to_pylist()):
+        clicks[user] = clicks.get(user, 0) + click
+    head = np.array([clicks.get(u, 0) >= TASTE_CLICKS
+                     for u in eval_t.column("user_id").to_pylist()])
+    return {"bayes_without_taste_auc": round(metrics.auc(labels, logit - taste), 4),
+            f"bayes_taste_only_for_users_with_{TASTE_CLICKS}_clicks_auc":
+                round(metrics.auc(labels, logit - taste * ~head), 4),
+            "eval_rows_of_those_users": round(float(head.mean()), 3)}
+
+
 def evaluate_dataset(name: str, raw_root: Path, config: str, span: dt.date, days: int,
-                     work: Path, seed: int = 0, epochs: int | None = None) -> dict:
+                     work: Path, seed: int = 0, options: dict | None = None,
+                     gen_spec=None) -> dict:
     from components import metrics
     from components.ctr import feature_config
     cfg = feature_config.load_for(config)
     t0 = time.time()
     train_t, eval_t, truth = _window_rows(raw_root, span, days, cfg)
     labels = eval_t.column(cfg.label).to_numpy().astype(int)
-    scores = {"project": _project(raw_root, span, days, config, work, eval_t, cfg, epochs)}
+    scores = {"project": _project(raw_root, span, days, config, work, eval_t, cfg,
+                                  options or {})}
     train_df, y = _frame(train_t, cfg)
     eval_df, _ = _frame(eval_t, cfg)
     scores["hgb_target_enc"] = _hgb(train_df, y, eval_df, cfg, seed)
     scores["lr_hashed_cross"] = _lr(train_df, y, eval_df, cfg, seed)
     if truth is not None:
         scores["bayes_optimal"] = truth
-    out = {"dataset": name, "project_epochs": epochs or "default",
+    out = {"dataset": name, "project_options": options or "defaults",
            "train_rows": train_t.num_rows, "eval_rows": int(len(labels)),
            "eval_positives": int(labels.sum()), "models": {}}
     for model, s in scores.items():
@@ -169,6 +197,8 @@ def evaluate_dataset(name: str, raw_root: Path, config: str, span: dt.date, days
     if "bayes_optimal" in scores:
         out["project_gap_to_bayes_auc"] = round(
             out["models"]["bayes_optimal"]["auc"] - out["models"]["project"]["auc"], 4)
+    if gen_spec is not None and truth is not None:
+        out["references"] = _taste_references(gen_spec, train_t, eval_t, truth, labels)
     out["seconds"] = round(time.time() - t0)
     return out
 
@@ -185,6 +215,8 @@ def _print(result: dict) -> None:
                  f"[{delta[0]:+.4f}, {delta[1]:+.4f}]" if delta else ""))
     if "project_gap_to_bayes_auc" in result:
         print(f"  project's gap to Bayes-optimal AUC: {result['project_gap_to_bayes_auc']:.4f}")
+    for key, value in result.get("references", {}).items():
+        print(f"  {key}: {value}")
 
 
 def main(argv=None) -> dict:
@@ -193,38 +225,46 @@ def main(argv=None) -> dict:
     p.add_argument("--generator", default="50000,500000",
                    help="generated datasets: rows per day, comma-separated (3-day windows)")
     p.add_argument("--outside", action="append", default=[],
-                   help="NAME:RAW_ROOT:FEATURE_CONFIG:SPAN:WINDOW_DAYS[:EPOCHS] (repeatable; "
-                        "EPOCHS: the project model's, as the DAG's `epochs` param sets it)")
+                   help="NAME:RAW_ROOT:FEATURE_CONFIG:SPAN:WINDOW_DAYS (repeatable)")
+    p.add_argument("--project-options", default="{}",
+                   help="JSON of PsTrainSpec fields for the project model on every dataset, "
+                        "e.g. '{\"fm_fields\": [\"user_id\", \"category_id\"]}' (default: "
+                        "its defaults and each feature config's model section)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--results", default=str(RESULTS / "ctr_peers.json"),
+                   help="JSON file the figures are written to")
     args = p.parse_args(argv)
+    options = json.loads(args.project_options)
+    tag = f" (project {json.dumps(options)})" if options else ""
     from components.ctr.generate import GenerateSpec, run as generate
     work = Path(tempfile.mkdtemp(prefix="bench-ctr-peers-"))
     results = []
     try:
         for rows in [int(x) for x in args.generator.split(",") if x]:
             home = work / f"gen-{rows}"
-            generate(GenerateSpec(out_root=str(home), start=GEN_START.isoformat(), days=3,
-                                  rows_per_day=rows))
-            results.append(evaluate_dataset(f"generator 3 x {rows:,} rows/day",
+            gen_spec = GenerateSpec(out_root=str(home), start=GEN_START.isoformat(), days=3,
+                                    rows_per_day=rows)
+            generate(gen_spec)
+            results.append(evaluate_dataset(f"generator 3 x {rows:,} rows/day{tag}",
                                             home / "raw" / "ctr", "",
-                                            GEN_START + dt.timedelta(days=2), 3, home))
+                                            GEN_START + dt.timedelta(days=2), 3, home,
+                                            options=options, gen_spec=gen_spec))
             _print(results[-1])
         for spec in args.outside:
-            name, raw_root, config, span, days, *epochs = spec.split(":")
+            name, raw_root, config, span, days = spec.split(":")
             home = work / name
             home.mkdir()
             results.append(evaluate_dataset(
-                name + (f" (project epochs {epochs[0]})" if epochs else ""), Path(raw_root),
-                config, dt.date.fromisoformat(span), int(days), home,
-                epochs=int(epochs[0]) if epochs else None))
+                name + tag, Path(raw_root), config, dt.date.fromisoformat(span), int(days),
+                home, options=options))
             _print(results[-1])
     finally:
         shutil.rmtree(work, ignore_errors=True)
     out = {"benchmark": "ctr_peers", "command": "bench/ctr_peers.py " + " ".join(
         sys.argv[1:] if argv is None else argv), "eval_percent": EVAL_PERCENT,
         "datasets": results, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "ctr_peers.json").write_text(json.dumps(out, indent=2) + "\n")
+    Path(args.results).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.results).write_text(json.dumps(out, indent=2) + "\n")
     return out
 
 

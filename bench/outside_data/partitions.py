@@ -1,4 +1,4 @@
-"""What both conversion scripts share: the command line and the writer of daily
+"""What the conversion scripts share: the command line and the writer of daily
 `dt=YYYY-MM-DD/part-*.jsonl.gz` partitions with their `_SUCCESS` markers."""
 import argparse
 import datetime as dt
@@ -25,12 +25,17 @@ def write_days(rows: list[dict], a: argparse.Namespace) -> None:
     start = dt.date.fromisoformat(a.start)
     for d in range(a.days):
         day = rows[d * a.rows_per_day:(d + 1) * a.rows_per_day]
-        folder = pathlib.Path(a.out) / f"dt={start + dt.timedelta(days=d)}"
-        folder.mkdir(parents=True, exist_ok=True)
-        for k in range(a.parts):
-            with gzip.open(folder / f"part-{k:05d}.jsonl.gz", "wt", encoding="utf-8") as f:
-                for r in day[k::a.parts]:
-                    f.write(json.dumps(r, ensure_ascii=False) + "\n")
-        (folder / "_SUCCESS").touch()
-        print(folder, len(day))
+        write_partition(pathlib.Path(a.out) / f"dt={start + dt.timedelta(days=d)}", day,
+                        a.parts)
+        print(pathlib.Path(a.out) / f"dt={start + dt.timedelta(days=d)}", len(day))
     print("total available", len(rows))
+
+
+def write_partition(folder: pathlib.Path, rows: list[dict], parts: int = 1) -> None:
+    """One day: `parts` gzipped JSONL files, then the `_SUCCESS` marker."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for k in range(parts):
+        with gzip.open(folder / f"part-{k:05d}.jsonl.gz", "wt", encoding="utf-8") as f:
+            for r in rows[k::parts]:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    (folder / "_SUCCESS").touch()

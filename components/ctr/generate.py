@@ -338,6 +338,18 @@ def _draw_day(world: _World, ordinal: int, n: int, rng: np.random.Generator) -> 
             "u_click": rng.random(n)}
 
 
+def taste_logits(spec: GenerateSpec, table, cfg: WorldConfig = WorldConfig()) -> np.ndarray:
+    """The user x (category + item) factor term of each row's true logit, for raw rows
+    of this spec's world (benchmarks: how much of the Bayes-optimal AUC is that term)."""
+    world = _world_for(spec, cfg)
+
+    def ids(column: str) -> np.ndarray:
+        return np.array([int(v[1:]) for v in table.column(column).to_pylist()])
+    return np.einsum("nd,nd->n", world.user_factor[ids("user_id")],
+                     world.category_factor[ids("category_id")]
+                     + world.item_factor[ids("item_id")])
+
+
 def _prefixed(prefix: str, ids: np.ndarray):
     import pyarrow as pa
     import pyarrow.compute as pc
