@@ -78,7 +78,8 @@ def test_two_ps_two_workers_shard_tables_and_export_matches(preprocessed, span_d
     rows_file = tmp_path / "rows.json"
     rows_file.write_text(json.dumps({k: v.tolist() for k, v in raw.items()}))
     result = run(ClusterSpec(train=_train_spec(preprocessed, tmp_path,
-                                               check_raw_rows=str(rows_file)),
+                                               check_raw_rows=str(rows_file),
+                                               fm_fields=["user_id", "item_id", "category_id"]),
                              num_ps=2, num_workers=2))
     summary = json.loads((tmp_path / "model" / "train_summary.json").read_text())
 
@@ -91,7 +92,8 @@ def test_two_ps_two_workers_shard_tables_and_export_matches(preprocessed, span_d
     assert len(summary["early_stopping"]["validations"]) >= 2, summary["early_stopping"]
 
     # The big ID tables are split over both parameter servers (and their shards add up).
-    for table in ("bias/user_id", "bias/item_id"):
+    # The factorization machine's factor tables too.
+    for table in ("bias/user_id", "bias/item_id", "fm/user_id", "fm/item_id"):
         shards = summary["shards"][table]
         devices = {s["device"].split("/device:")[0] for s in shards}
         assert devices == {"/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1"}, shards
