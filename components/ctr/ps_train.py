@@ -709,16 +709,16 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
             else:
                 losses.append((step + n, float(train_chunk(iterator, tf.constant(n)))))
             step += n
+            checkpoint_now = step >= next_ckpt or step >= total_steps
             validate_now = next_val is not None and (step >= next_val or step >= total_steps)
-            if step >= next_ckpt or step >= total_steps or validate_now:
-                if coordinator is not None:
-                    coordinator.join()
-                    losses += [(s, float(r.fetch())) for s, r in pending]
-                    pending = []
+            if coordinator is not None and (checkpoint_now or validate_now):
+                coordinator.join()
+                losses += [(s, float(r.fetch())) for s, r in pending]
+                pending = []
             if validate_now:
                 validate(step)
                 next_val += val_every
-            if step >= next_ckpt or step >= total_steps or stopper.stop:
+            if checkpoint_now or stopper.stop:
                 if every:
                     step_var.assign(step)
                     manager.save(checkpoint_number=step)

@@ -45,7 +45,7 @@ class TrainSpec:
     embedding_l2: float = 10.0
     dropout: float = 0.2
     deep_fields: list[str] | None = None
-    fm_fields: list[str] = dataclasses.field(default_factory=list)  # e.g. ["user_id", "category_id"]
+    fm_fields: list[str] | None = None  # None: the config's model.fm_fields, as in ps_train
     count_features: list[str] | None = None
     lr_decay: str = "cosine"     # "cosine" or "none"
 
@@ -99,7 +99,9 @@ def run(spec: TrainSpec) -> dict:
     model = build_model(tuple(spec.hidden_units), spec.l2, spec.embedding_dim,
                         num_examples=rows, id_l2=id_l2, embedding_l2=spec.embedding_l2,
                         dropout=spec.dropout, deep_fields=deep_fields,
-                        fm_fields=spec.fm_fields, count_features=count_features,
+                        fm_fields=list(cfg.model.fm_fields if spec.fm_fields is None
+                                       else spec.fm_fields),
+                        count_features=count_features,
                         base_rate=min(max(click_rate, 1e-4), 1 - 1e-4), config=cfg)
     set_id_counts(model, counts)
     learning_rate = spec.learning_rate
