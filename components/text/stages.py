@@ -24,9 +24,20 @@ def preprocess(ctx: dict, params: dict, upstream: dict) -> dict:
             "exclude_spans": left_out_spans(upstream)}
 
 
-def _dev_slices(params: dict) -> dict:
-    """Early-stopping and calibration slices of the eval split (see the dev_examples param)."""
+def dev_examples(params: dict, upstream: dict) -> int:
+    """The size of each dev slice: the dev_examples param, shrunk on a small eval split to
+    a quarter of it, so that at least half is left for the gate to score (a day of a few
+    hundred texts would otherwise leave the gate nothing: 'no eval rows')."""
     dev = params["dev_examples"]
+    n_eval = (upstream.get("preprocess") or {}).get("rows_eval")
+    if dev and n_eval is not None and 4 * dev > n_eval:
+        return n_eval // 4
+    return dev
+
+
+def _dev_slices(params: dict, upstream: dict) -> dict:
+    """Early-stopping and calibration slices of the eval split (see the dev_examples param)."""
+    dev = dev_examples(params, upstream)
     if not dev:
         return {"max_eval_examples": params.get("max_eval_examples")}
     return {"max_eval_examples": dev, "calibration_examples": dev}
@@ -39,7 +50,7 @@ def train(ctx: dict, params: dict, upstream: dict) -> dict:
             "epochs": params["epochs"], "batch_size": params["batch_size"],
             "max_seq_length": params.get("max_seq_length"),
             "max_train_examples": params.get("max_train_examples"),
-            "strategy": params["strategy"], **_dev_slices(params)}
+            "strategy": params["strategy"], **_dev_slices(params, upstream)}
 
 
 def evaluate(ctx: dict, params: dict, upstream: dict) -> dict:
@@ -51,4 +62,4 @@ def evaluate(ctx: dict, params: dict, upstream: dict) -> dict:
             "force_reason": params.get("force_bless_reason"),
             "max_eval_examples": params.get("max_eval_examples"),
             "max_train_examples": params.get("max_train_examples"),
-            "eval_offset": 2 * params["dev_examples"]}
+            "eval_offset": 2 * dev_examples(params, upstream)}
