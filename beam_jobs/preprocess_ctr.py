@@ -61,7 +61,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from beam_jobs import runner
 from beam_jobs.metrics import counters as beam_counters
-from components.common import rawfiles
+from components.common import output_commit, rawfiles
 from components.common.spans import span_list, window
 from components.ctr import features as F
 from components.ctr.preprocess import (EVAL_DIR, REJECTED_DIR, SUMMARY_FILE, TRAIN_DIR,
@@ -98,7 +98,14 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
                         "days whose validation did not let them through)")
     p.add_argument("--eval-percent", type=int, default=20,
                    help="share of the newest span held out for evaluation (stable hash of example_id)")
-    p.add_argument("--output-dir", required=True, help="where shards, transform graph and summary go")
+    p.add_argument("--output-dir", required=True,
+                   help="where shards, transform graph and summary go: a folder, or gs:// / "
+                        "s3:// (Beam's FileSystems)")
+    p.add_argument("--output-commit", choices=output_commit.MODES, default="auto",
+                   help="how the output becomes visible: rename (a hidden sibling renamed into "
+                        "place; filesystems), marker (an attempt folder named by "
+                        "<output-dir>/_SUCCESS, no rename; object stores), auto (default: "
+                        "rename for a folder, marker for gs:// / s3://)")
     p.add_argument("--num-shards", type=int, default=0,
                    help="TFRecord shards per split; 0 (default): a file per writer thread "
                         "per bundle, written batch-wise (fastest); N: exactly N files via "
@@ -843,7 +850,7 @@ def _analyze_whole(pipeline, args, files, preprocessing_fn, analysis: dict,
             | "Analyze" >> tft_beam.AnalyzeDataset(preprocessing_fn)), None
 
 
-def _analyze(pipeline, args, files, sets: list[AnalysisSet], preprocessing_fn, tmp: Path,
+def _analyze(pipeline, args, files, sets: list[AnalysisSet], preprocessing_fn, tmp: str,
              analysis: dict, layout: RawLayout):
     """tf.Transform analysis of the window as one dataset per day, reading only the
     days the cache does not already hold; fills `analysis` with what came from where.
@@ -885,14 +892,13 @@ def _analyze(pipeline, args, files, sets: list[AnalysisSet], preprocessing_fn, t
                                                                           pipeline=pipeline))
     if args.analysis_cache_dir:
         _ = output_cache | "WriteAnalysisCache" >> analyzer_cache.WriteAnalysisCacheToFS(
-            pipeline, str(tmp / _NEW_CACHE), list(keys.values()))
+            pipeline, FileSystems.join(tmp, _NEW_CACHE), list(keys.values()))
     return transform_fn, output_cache
 
 
 def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     """Build and run the pipeline; return (and write) the run summary."""
     import tensorflow_transform.beam as tft_beam
-    from components.common.atomic import atomic_dir, write_json
     from components.ctr import feature_config
     from components.ctr.transform import make_preprocessing_fn
 
@@ -914,13 +920,17 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     options = PipelineOptions(beam_args)
     options.view_as(SetupOptions).save_main_session = save_main_session
     started = time.time()
-    output = Path(args.output_dir)
+    commit = output_commit.mode_for(args.output_dir, args.output_commit)
+    if args.analysis_cache_dir and not output_commit.is_local(args.output_dir):
+        raise ValueError("--analysis-cache-dir commits its entries with a local rename: use it "
+                         "with a folder --output-dir, not an object store")
     sets = analysis_sets(files, args.span, args.eval_percent,
                          transform_code_salt() + cfg.fingerprint())
     analysis: dict = {}
-    with atomic_dir(output) as tmp:
+    join = FileSystems.join
+    with output_commit.output_commit(args.output_dir, commit) as tmp:
         with runner.pipeline(options) as pipeline:
-            with tft_beam.Context(temp_dir=str(tmp / "tft_tmp"), desired_batch_size=args.batch_size):
+            with tft_beam.Context(temp_dir=join(tmp, "tft_tmp"), desired_batch_size=args.batch_size):
                 # Analysis reads the window once more instead of keeping the parsed
                 # rows until the statistics are known: the DirectRunner holds a PCollection
                 # that waits for a side input in memory, so that would make memory grow
@@ -939,10 +949,10 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                 # Dead letters: one JSON object per rejected record (reason, detail,
                 # source file, line, byte offset, the record's text up to 2 KiB).
                 _ = splits[REJECTED_DIR] | "WriteRejected" >> beam.io.WriteToText(
-                    str(tmp / REJECTED_DIR / "part"), file_name_suffix=".jsonl", num_shards=1)
+                    join(tmp, REJECTED_DIR, "part"), file_name_suffix=".jsonl", num_shards=1)
                 config = tensor_adapter_config(layout)
                 _ = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(
-                    str(tmp / TRANSFORM_DIR))
+                    join(tmp, TRANSFORM_DIR))
                 for split in (TRAIN_DIR, EVAL_DIR):
                     transformed, metadata = (
                         ((splits[split], config), transform_fn)
@@ -951,11 +961,11 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                         _ = ((transformed, metadata)
                              | f"Encode{split}" >> tft_beam.EncodeTransformedDataset()
                              | f"Write{split}" >> beam.io.WriteToTFRecord(
-                                 str(tmp / split / "part"), file_name_suffix=".tfrecord.gz",
+                                 join(tmp, split, "part"), file_name_suffix=".tfrecord.gz",
                                  num_shards=args.num_shards))
                     else:   # default: batch-wise C++ encoding, files per bundle in threads
                         _ = ((transformed, metadata)
-                             | f"Write{split}" >> WriteTransformedShards(str(tmp / split),
+                             | f"Write{split}" >> WriteTransformedShards(join(tmp, split),
                                                                          args.gzip_level))
         result = pipeline.result
         rawfiles.verify_unchanged(inputs)   # analysis and transform read the same bytes
@@ -997,19 +1007,23 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                                f"{summary['rows_held_out']} held out + "
                                f"{summary['rows_rejected']} rejected ({counters})")
         if analysis["cache_dir"]:
-            analysis["cache_added"] = commit_analysis_cache(tmp / _NEW_CACHE,
+            analysis["cache_added"] = commit_analysis_cache(Path(tmp) / _NEW_CACHE,
                                                              args.analysis_cache_dir)
-            shutil.rmtree(tmp / _NEW_CACHE, ignore_errors=True)
+            output_commit.delete_tree(join(tmp, _NEW_CACHE))
         summary["analysis"] = {"rows_analysed": counters.get("rows_analysed", 0), **analysis}
         if summary["rows_rejected"]:
             log.warning("%d malformed record(s) rejected %s; see %s", summary["rows_rejected"],
-                        summary["rejected_by_reason"], output / REJECTED_DIR)
-        shutil.rmtree(tmp / "tft_tmp", ignore_errors=True)
+                        summary["rejected_by_reason"],
+                        join(args.output_dir if commit == "rename" else tmp, REJECTED_DIR))
+        output_commit.delete_tree(join(tmp, "tft_tmp"))
         # Training and serving read the features from here, never from a config path
         # that may have changed since.
-        write_json(tmp / feature_config.FEATURE_CONFIG_FILE, cfg.to_dict())
-        write_json(tmp / SUMMARY_FILE, summary)
-    summary["output_dir"] = str(output)
+        summary["output_commit"] = commit
+        output_commit.write_json(join(tmp, feature_config.FEATURE_CONFIG_FILE), cfg.to_dict())
+        output_commit.write_json(join(tmp, SUMMARY_FILE), summary)
+    # What readers open: the folder itself, or the attempt its _SUCCESS marker names.
+    summary["output_dir"] = (args.output_dir if commit == "rename" else
+                             output_commit.committed(args.output_dir))
     log.info("preprocess summary: %s", json.dumps(summary))
     return summary
 

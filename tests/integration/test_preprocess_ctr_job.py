@@ -339,3 +339,40 @@ def test_no_eval_row_of_any_day_is_a_training_row_of_any_day(tmp_path):
     for a in evals:
         for b in train:
             assert not evals[a] & train[b], (a, b)
+
+
+def test_the_marker_commit_writes_the_same_output_without_a_rename(home, preprocessed,
+                                                                  tmp_path, monkeypatch):
+    """--output-commit=marker, as on gs:// / s3:// (where a folder cannot be renamed): the
+    job writes into an attempt folder that <output>/_SUCCESS names, with the same rows as the
+    rename commit; a later run that fails leaves the committed attempt as it was."""
+    from beam_jobs import preprocess_ctr
+    from components.common import output_commit
+    from components.common.rawfiles import ChangedWhileRead
+
+    out = tmp_path / "pre"
+    argv = ["--raw-root", str(home / "raw" / "ctr"), "--span", SPAN, "--window-days", "2",
+            "--eval-percent", str(EVAL_PERCENT), "--output-dir", str(out),
+            "--output-commit", "marker"]
+    renames = []
+    real_rename = os.rename
+    monkeypatch.setattr(os, "rename", lambda *a: renames.append(a) or real_rename(*a))
+    summary = preprocess_ctr.run(argv)
+    committed = output_commit.committed(str(out))
+    assert summary["output_dir"] == committed and summary["output_commit"] == "marker"
+    assert committed.startswith(f"{out}/attempt-")
+    assert not [a for a in renames if str(out) in str(a[1]) and "attempt-" not in str(a[1])], \
+        renames                       # nothing was renamed into <output> itself
+    for split in ("train", "eval"):
+        assert_same_rows(read_split(committed, split),
+                         read_split(preprocessed["output_dir"], split), exact=False)
+    manifest = json.loads((out / committed.rsplit("/", 1)[1] / "_MANIFEST.json").read_text())
+    assert "summary.json" in manifest["files"]
+
+    def changed(path, *args, **kwargs):
+        raise ChangedWhileRead("part-00000.parquet (1 -> 2 bytes)")
+    monkeypatch.setattr(preprocess_ctr.rawfiles, "verify_unchanged", changed)
+    with pytest.raises(ChangedWhileRead):
+        preprocess_ctr.run(argv)
+    assert output_commit.committed(str(out)) == committed
+    assert sorted(p.name for p in out.iterdir()) == ["_SUCCESS", committed.rsplit("/", 1)[1]]
