@@ -7,6 +7,11 @@ SHELL := /bin/bash
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# Airflow's own environment (scheduler, dag-processor, triggerer, api-server, Celery
+# workers of the production-shaped stack): requirements-airflow.lock, no TensorFlow,
+# Beam or great-expectations; tasks hand their steps to $(PY) (RETRAIN_STEP_PYTHON).
+AIRFLOW_VENV ?= .venv-airflow
+AIRFLOW_PY := $(AIRFLOW_VENV)/bin/python
 # uv lives in its own small venv: `uv pip sync` removes from $(VENV) whatever the lock
 # does not list, uv and pip included.
 UV_VENV ?= .uv-venv
@@ -19,7 +24,8 @@ AIRFLOW_ENV := source scripts/airflow-env.sh &&
 # RETRAIN_AIRFLOW_HOME is set); redone whenever the venv is re-synced.
 AIRFLOW_STAMP := $(shell source scripts/airflow-env.sh && echo "$$AIRFLOW_HOME")/.migrated
 
-.PHONY: venv test test-server airflow-init ui ui-components demo reliability
+.PHONY: venv venv-airflow test test-server airflow-init ui ui-components demo reliability \
+	stack-up stack-down lock-airflow
 
 ## venv: create $(VENV) if missing and sync it to requirements.lock (+ this repo, editable)
 venv: $(VENV)/.synced
@@ -42,14 +48,40 @@ $(VENV)/.synced: requirements.lock requirements-nodeps.txt pyproject.toml | $(UV
 	  || echo "WARNING: Data Docs assets not fetched from the npm registry: the docs will need the network to render" >&2
 	touch $@
 
+## venv-airflow: create $(AIRFLOW_VENV) and sync it to requirements-airflow.lock (+ this repo, no deps)
+venv-airflow: $(AIRFLOW_VENV)/.synced
+
+$(AIRFLOW_PY):
+	python3.11 -m venv $(AIRFLOW_VENV) || python3 -m venv $(AIRFLOW_VENV)
+
+$(AIRFLOW_VENV)/.synced: requirements-airflow.lock pyproject.toml | $(UV) $(AIRFLOW_PY)
+	$(UV) pip sync --python $(AIRFLOW_PY) --compile-bytecode requirements-airflow.lock
+	$(UV) pip install --python $(AIRFLOW_PY) --no-deps -e .
+	touch $@
+
+## lock-airflow: re-resolve requirements-airflow.lock from requirements-airflow.in (the ML lock as constraints)
+lock-airflow: | $(UV)
+	$(UV) pip compile requirements-airflow.in -c requirements.lock --python-version 3.11 \
+	  -o requirements-airflow.lock
+
 ## test: the whole test suite
-test: venv
+test: venv venv-airflow
 	$(PY) -m pytest -q tests
 
-## test-server: only the Airflow UI test (scheduler + API server on 127.0.0.1, headless chromium):
-## trigger, logs, the Retrain tab, a 2-day backfill (about 7 min; also part of `make test`)
-test-server: venv
+## test-server: only the Airflow UI test on the production-shaped stack (root: PostgreSQL,
+## Celery, two worker hosts; headless chromium): trigger, logs, the Retrain tab, a 3-day
+## backfill, the text DAG, both hosts' logs, no TensorFlow in Airflow (also part of `make test`)
+test-server: venv venv-airflow
 	$(PY) -m pytest -q -m airflow_server tests
+
+## stack-up: the production-shaped stack (retrain/stack.py; root): PostgreSQL + Redis (installed
+##   from Debian's packages where missing), Airflow on Celery, two worker hosts; ARGS="--api-port 8081"
+stack-up: venv venv-airflow
+	$(AIRFLOW_PY) -m retrain.stack up --ml-python $(abspath $(PY)) $(ARGS)
+
+## stack-down: stop everything stack-up started, by PID (ARGS="--purge" also drops its state and DB)
+stack-down:
+	$(AIRFLOW_PY) -m retrain.stack down $(ARGS)
 
 ## airflow-init: (re)migrate the project-local Airflow metadata DB (SQLite) and create the pools
 airflow-init: venv

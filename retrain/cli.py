@@ -17,6 +17,7 @@ COMMANDS = [
     "retrain.demo",
     "components.text.load",
     "components.text.quality",
+    "retrain.stack",
 ]
 
 

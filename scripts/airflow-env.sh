@@ -14,13 +14,21 @@ _retrain_root="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)"
 export AIRFLOW_HOME="${RETRAIN_AIRFLOW_HOME:-$_retrain_root/airflow_home}"
 export AIRFLOW__CORE__DAGS_FOLDER="$_retrain_root/dags"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
-export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="sqlite:///$AIRFLOW_HOME/airflow.db"
-export AIRFLOW__CORE__EXECUTOR=LocalExecutor
+# The metadata DB and the executor: SQLite and the LocalExecutor unless the caller set
+# others (the production-shaped stack, `retrain stack up`, sets PostgreSQL + Celery; its
+# DB URL comes through the _CMD variant, read from a secrets file, never an env value).
+if [ -z "${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN:-}${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD:-}" ]; then
+  export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="sqlite:///$AIRFLOW_HOME/airflow.db"
+fi
+export AIRFLOW__CORE__EXECUTOR="${AIRFLOW__CORE__EXECUTOR:-LocalExecutor}"
+# The name a task's host is recorded under and its log fetched from (retrain/hostname.py:
+# $RETRAIN_HOSTNAME, else the FQDN): workers sharing a machine each get their own.
+export AIRFLOW__CORE__HOSTNAME_CALLABLE=retrain.hostname.task_host
 # LocalExecutor starts up to `parallelism` worker processes (~130 MB each; the default 32
 # meant 32 workers on this 2-core machine).
 export AIRFLOW__CORE__PARALLELISM="${AIRFLOW__CORE__PARALLELISM:-4}"
 # UI / REST API only on loopback (the default host is 0.0.0.0).
-export AIRFLOW__API__HOST=127.0.0.1
+export AIRFLOW__API__HOST="${AIRFLOW__API__HOST:-127.0.0.1}"
 export AIRFLOW__API__PORT="${AIRFLOW__API__PORT:-8080}"
 # The scheduler's optional health-check server ([scheduler] enable_health_check, off by
 # default) would bind 0.0.0.0 too. The log servers have no host setting: scripts/airflow-ui.sh

@@ -1,18 +1,25 @@
-"""What a user sees in the Airflow UI: a real browser against a real Airflow.
+"""What a user sees in the Airflow UI, on the production shape: a real browser against a
+real Airflow on PostgreSQL with the CeleryExecutor.
 
-What `make ui` starts (`scripts/airflow-ui.sh`: API server, scheduler, dag-processor,
-triggerer, all on 127.0.0.1) with the local setup's login (SimpleAuthManager, password
-from RETRAIN_ADMIN_PASSWORD), and Debian's chromium, headless, driven by selenium through
+The stack is `retrain stack up` (retrain/stack.py): PostgreSQL and Redis from Debian's
+packages; api-server, scheduler, dag-processor and triggerer as separate processes from
+Airflow's own environment (requirements-airflow.lock: no TensorFlow, Beam or
+great-expectations); two Celery workers as two hosts, each in its own network namespace
+with its own address and task-log server, sharing the artifact root; steps run by the ML
+environment's interpreter. Debian's chromium, headless, driven by selenium through
 Debian's chromedriver.
 
 As a user would: log in, open both DAGs, submit the Trigger form of ctr_daily_retrain as
 it opens with one param changed (its "unpause on trigger" box, ticked as the form opens,
 also lets the scheduler make the daily run), see the runs succeed, read a step's line in a
-task log, then create a 2-day backfill in the dialog. Backfill runs are shadow runs: push
-is skipped in both, and its log says why. Every step is asserted on the page; behind it,
+task log, then create a 3-day backfill in the dialog. Backfill runs are shadow runs: push
+is skipped in each, and its log says why. Every step is asserted on the page; behind it,
 the registry, the model Asset's events and the run folders are checked through the REST
-API and on disk. Screenshots land in the test's folder and, with RETRAIN_SCREENSHOT_DIR
-set, there too (docs/images: `RETRAIN_SCREENSHOT_DIR=docs/images make test-server`).
+API and on disk. Then the stack itself: the text DAG's daily run on a small slice, tasks
+on both worker hosts with their logs read through the API from each, and no ML library in
+any live Airflow process. Screenshots land in the test's folder and, with
+RETRAIN_SCREENSHOT_DIR set, there too (docs/images: `RETRAIN_SCREENSHOT_DIR=docs/images
+make test-server`).
 """
 from __future__ import annotations
 
@@ -28,6 +35,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -36,6 +44,8 @@ import pytest
 
 from components.ctr.generate import GenerateSpec, run as generate
 from components.registry import Registry
+from components.text.load import LoadTextSpec, run as load_text
+from retrain.stack import Stack, StackSpec
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow_server]
 
@@ -45,6 +55,9 @@ TEXT_DAG_ID = "text_daily_finetune"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 RUN_TIMEOUT = 900
+# Airflow's own environment (requirements-airflow.lock): no TensorFlow, Beam or GX.
+AIRFLOW_VENV = Path(os.environ.get("RETRAIN_AIRFLOW_VENV", REPO / ".venv-airflow"))
+HEAVY = ("tensorflow", "apache_beam", "great_expectations")
 
 
 def _free_port() -> int:
@@ -81,53 +94,50 @@ class Api:
 
 @pytest.fixture(scope="module")
 def airflow_server(tmp_path_factory):
-    """Migrated SQLite home + pools, then what `make ui` starts (scripts/airflow-ui.sh:
-    api-server, scheduler, dag-processor, triggerer) in their own process group."""
+    """The production-shaped stack (retrain.stack: PostgreSQL, Redis, CeleryExecutor,
+    api-server / scheduler / dag-processor / triggerer as separate processes from the
+    environment without TensorFlow, two Celery workers as two hosts in their own network
+    namespaces, steps in the ML environment), on free ports and its own subnet."""
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        message = "the stack needs root and iproute2 (network namespaces); CI runs as root"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
     base = tmp_path_factory.mktemp("airflow-server")
     home = base / "retrain-home"
     today = dt.datetime.now(dt.timezone.utc).date()
     # Spans today-6 .. today-1: the daily runs' window and the backfill's spans.
     generate(GenerateSpec(out_root=str(home), start=(today - dt.timedelta(days=6)).isoformat(),
                           days=6, rows_per_day=3000, n_users=4000, n_items=2500, n_categories=40))
-    port = _free_port()
-    password = secrets.token_urlsafe(12)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AIRFLOW", "_RETRAIN_TEST"))}
-    env.update({"RETRAIN_AIRFLOW_HOME": str(base / "airflow"), "RETRAIN_HOME": str(home),
-                "AIRFLOW__API__PORT": str(port), "VENV": str(Path(sys.executable).parents[1]),
-                "RETRAIN_ADMIN_PASSWORD": password, "RETRAIN_SPAN_POKE_SECONDS": "5",
-                "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "5",
-                "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5"})
-    setup = ("source scripts/airflow-env.sh && mkdir -p \"$AIRFLOW_HOME\" && airflow db migrate "
-             "&& airflow pools import scripts/pools.json")
-    subprocess.run(["bash", "-c", setup], cwd=REPO, env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300)
-    log = open(base / "airflow.log", "w")
-    proc = subprocess.Popen(["bash", "scripts/airflow-ui.sh"], cwd=REPO, env=env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    api = Api(f"http://127.0.0.1:{port}", password)
+    load_text(LoadTextSpec(out_root=str(home), start=(today - dt.timedelta(days=3)).isoformat(),
+                           days=3, max_rows_per_day=100))
+    spec = StackSpec(root=str(base / "stack"), retrain_home=str(home),
+                     airflow_venv=str(AIRFLOW_VENV), ml_python=sys.executable,
+                     subnet=f"10.213.{secrets.randbelow(200) + 20}",
+                     prefix=f"rt{secrets.token_hex(2)}", api_port=_free_port(),
+                     pg_port=_free_port(), redis_port=_free_port(),
+                     env={"RETRAIN_SPAN_POKE_SECONDS": "5",
+                          "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "5",
+                          "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5"})
+    stack = Stack(spec)
     try:
+        stack.up(install=True)
+        api = Api(spec.base_url, stack.admin_password())
         deadline = time.time() + 180
         while True:
             try:
                 dag = api.call("GET", f"/api/v2/dags/{DAG_ID}")
                 break
             except (urllib.error.URLError, ConnectionError, AssertionError, OSError):
-                if time.time() > deadline or proc.poll() is not None:
+                if time.time() > deadline:
                     raise AssertionError("Airflow did not serve the DAG within 180 s; see "
-                                         f"{base / 'airflow.log'}") from None
+                                         f"{stack.logs}") from None
                 time.sleep(3)
         assert dag["is_paused"], "a new DAG starts paused"
-        yield {"api": api, "home": home, "today": today, "base": base, "port": port,
-               "pid": proc.pid, "password": password}
+        yield {"api": api, "home": home, "today": today, "base": base, "stack": stack,
+               "url": spec.base_url, "password": stack.admin_password()}
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)       # the script stops every component
-        try:
-            proc.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
+        stack.down()
 
 
 class Page:
@@ -213,33 +223,80 @@ def page(airflow_server):
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    p = Page(f"http://127.0.0.1:{airflow_server['port']}", airflow_server["base"])
+    p = Page(airflow_server["url"], airflow_server["base"])
     yield p
     p.driver.quit()
 
 
-def test_every_airflow_socket_listens_on_loopback(airflow_server):
-    """The security default of scripts/airflow-ui.sh: nothing it starts is reachable from
-    another machine (the log servers, which bind every interface, are not started)."""
-    procs = psutil.Process(airflow_server["pid"]).children(recursive=True)
-    listening = {}
-    for p in procs:
+def _stack_processes(stack) -> dict[str, list[psutil.Process]]:
+    """The live processes of each component the stack started (its process group)."""
+    groups = stack.pids_by_name()
+    found: dict[str, list[psutil.Process]] = {name: [] for name in groups}
+    by_group = {pgid: name for name, pgid in groups.items()}
+    for p in psutil.process_iter():
         try:
-            conns = p.net_connections(kind="inet")
-            name = " ".join(p.cmdline()[:3])
-        except psutil.NoSuchProcess:
+            name = by_group.get(os.getpgid(p.pid))
+        except (ProcessLookupError, psutil.NoSuchProcess):
             continue
-        for c in conns:
-            if c.status == psutil.CONN_LISTEN:
-                listening[(c.laddr.ip, c.laddr.port)] = name
-    assert ("127.0.0.1", airflow_server["port"]) in listening, listening   # the api-server
-    exposed = {a: n for a, n in listening.items() if not ipaddress.ip_address(a[0]).is_loopback}
-    assert not exposed, f"listening beyond loopback: {exposed}"
+        if name:
+            found[name].append(p)
+    return found
+
+
+def _listening_sockets(pid: int) -> set[tuple[str, int]]:
+    """The TCP sockets a process listens on, read from its own network namespace's tables
+    (/proc/<pid>/net/tcp*: psutil reads the caller's namespace, blind to a worker's)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = set()
+    for table, size in (("tcp", 4), ("tcp6", 16)):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] != "0A" or fields[9] not in inodes:     # 0A: LISTEN
+                continue
+            hex_ip, hex_port = fields[1].split(":")
+            raw = bytes.fromhex(hex_ip)
+            # The kernel prints the address as 32-bit words in host (little-endian) order.
+            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, size, 4))
+            found.add((str(ipaddress.ip_address(raw)), int(hex_port, 16)))
+    return found
+
+
+def test_every_stack_socket_listens_on_the_stacks_own_addresses(airflow_server):
+    """Nothing the stack starts is reachable from outside it: the host's services bind
+    loopback and the bridge address, a worker's log server binds inside its namespace."""
+    stack = airflow_server["stack"]
+    own_netns = os.readlink("/proc/self/ns/net")
+    subnet = ipaddress.ip_network(f"{stack.spec.subnet}.0/24")
+    listening, exposed = {}, {}
+    for name, procs in _stack_processes(stack).items():
+        for p in procs:
+            try:
+                in_worker_ns = os.readlink(f"/proc/{p.pid}/ns/net") != own_netns
+                sockets = _listening_sockets(p.pid)
+            except (FileNotFoundError, ProcessLookupError, PermissionError):
+                continue
+            for ip, port in sockets:
+                listening[(name, ip, port)] = in_worker_ns
+                addr = ipaddress.ip_address(ip)
+                if not (addr.is_loopback or addr in subnet or in_worker_ns):
+                    exposed[(name, ip, port)] = " ".join(p.cmdline()[:4])
+    assert ("api-server", stack.spec.host_ip, stack.spec.api_port) in listening, listening
+    for i in range(1, stack.spec.workers + 1):      # each worker serves its own logs
+        assert any(n == f"worker-{i}" and port == 8793 and ns
+                   for (n, _, port), ns in listening.items()), listening
+    assert not exposed, f"listening beyond the stack's addresses: {exposed}"
 
 
 def test_the_run_views_need_a_login(airflow_server):
     """The plugin's pages (reports, Data Docs, lineage) are behind Airflow's own login."""
-    base = f"http://127.0.0.1:{airflow_server['port']}/retrain"
+    base = f"{airflow_server['url']}/retrain"
     for path in (f"/runs/{DAG_ID}/any_run", f"/runs/{DAG_ID}/any_run/files/run_summary.json",
                  "/lineage/ctr/1"):
         with pytest.raises(urllib.error.HTTPError) as e:
@@ -281,6 +338,9 @@ def test_a_user_trains_and_backfills_from_the_ui(airflow_server, page):
     page.find(css="input[name='password']").send_keys(airflow_server["password"])
     page.button("Sign in").click()
     page.wait_for("the home page", lambda _: "/auth/login" not in page.driver.current_url)
+    # The text DAG's daily run (its defaults, on 180 reviews a day) goes on meanwhile on
+    # whichever worker is free; test_the_text_daily_run_succeeds_on_the_stack follows it.
+    api.call("PATCH", f"/api/v2/dags/{TEXT_DAG_ID}", {"is_paused": False})
 
     # Both DAGs are listed and open; each Trigger form can be submitted as it opens.
     page.open("/dags")
@@ -340,9 +400,9 @@ def test_a_user_trains_and_backfills_from_the_ui(airflow_server, page):
     page.shot("ui-data-docs.png")
     page.driver.switch_to.default_content()
 
-    # A 2-day backfill from the dialog, with a param: "Override parameters on existing
+    # A 3-day backfill from the dialog (it POSTs /api/v2/backfills), with a param: "Override parameters on existing
     # runs" must be ticked, or Airflow 3.3's dialog sends no run config at all.
-    first, last = today - dt.timedelta(days=5), today - dt.timedelta(days=4)
+    first, last = today - dt.timedelta(days=5), today - dt.timedelta(days=3)
     page.open(f"/dags/{DAG_ID}")
     page.find(css="button[aria-label='Trigger Dag']").click()
     page.find(xpath="//*[@role='dialog']//label[contains(., 'Backfill')]").click()
@@ -361,8 +421,11 @@ def test_a_user_trains_and_backfills_from_the_ui(airflow_server, page):
     submit = page.button("Run Backfill")
     assert submit.is_enabled()
     submit.click()
-    backfill_runs = _wait_for_runs(page, airflow_server, "backfill__", 2)
-    assert len(backfill_runs) == 2, backfill_runs
+    backfill_runs = _wait_for_runs(page, airflow_server, "backfill__", 3)
+    assert len(backfill_runs) == 3, backfill_runs
+    (backfill,) = api.call("GET", f"/api/v2/backfills?dag_id={DAG_ID}")["backfills"]
+    assert backfill["from_date"][:10] == first.isoformat(), backfill
+    assert backfill["to_date"][:10] == last.isoformat(), backfill
 
     # Push was skipped in both (shadow runs), and the task log says why.
     for run_id in backfill_runs:
@@ -409,17 +472,114 @@ def test_a_user_trains_and_backfills_from_the_ui(airflow_server, page):
         assert all(x.get("fingerprint") and x.get("span") for x in extras.values()), extras
 
 
-def _failure_report(server) -> str:
+def test_the_text_daily_run_succeeds_on_the_stack(airflow_server):
+    """The text DAG's scheduled run (unpaused in the UI test) on a small slice of reviews:
+    fine-tuning runs in the ML environment, handed over by a worker without TensorFlow."""
+    api = airflow_server["api"]
+    deadline = time.time() + RUN_TIMEOUT
+    while True:
+        runs = api.call("GET", f"/api/v2/dags/{TEXT_DAG_ID}/dagRuns")["dag_runs"]
+        if runs and runs[0]["state"] in ("success", "failed"):
+            break
+        assert time.time() < deadline, f"the text run did not finish: {runs}"
+        time.sleep(5)
+    (run,) = runs
+    tis = api.call("GET", f"/api/v2/dags/{TEXT_DAG_ID}/dagRuns/{run['dag_run_id']}"
+                          "/taskInstances")["task_instances"]
+    states = {t["task_id"]: t["state"] for t in tis}
+    assert run["state"] == "success", (states, _failure_report(airflow_server, TEXT_DAG_ID))
+    assert states["finetune"] == "success" and states["evaluate"] == "success", states
+    span = (airflow_server["today"] - dt.timedelta(days=1)).isoformat()
+    (run_dir,) = (airflow_server["home"] / "runs" / "text" / f"dt={span}").iterdir()
+    assert (run_dir / "model" / "saved_model.pb").is_file()
+    assert json.loads((run_dir / "run_summary.json").read_text())["span"] == span
+
+
+def test_tasks_ran_on_both_worker_hosts_and_their_logs_read_through_the_api(airflow_server):
+    """Each worker is its own host: tasks landed on both, each host keeps its task logs on
+    its own disk, and the API server reads them from that worker's log server."""
+    api, stack = airflow_server["api"], airflow_server["stack"]
+    workers = {stack.spec.worker_ip(i): i for i in range(1, stack.spec.workers + 1)}
+    by_host: dict[str, list[dict]] = {}
+    for dag_id in (DAG_ID, TEXT_DAG_ID):
+        tis = api.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/~/taskInstances?limit=500")
+        for ti in tis["task_instances"]:
+            if ti["state"] == "success":
+                by_host.setdefault(ti["hostname"], []).append(ti)
+    assert set(by_host) == set(workers), {h: len(t) for h, t in by_host.items()}
+    # Evaluation is never reused, so its step always ran; the others may reuse an artifact.
+    order = ("evaluate", "preprocess", "validate", "train", "finetune")
+    for host, i in workers.items():
+        ran_step = False
+        for ti in sorted((t for t in by_host[host] if t["task_id"] in order),
+                         key=lambda t: order.index(t["task_id"]))[:4]:
+            path = (f"/api/v2/dags/{ti['dag_id']}/dagRuns/"
+                    f"{urllib.parse.quote(ti['dag_run_id'])}/taskInstances/{ti['task_id']}"
+                    f"/logs/{ti['try_number']}")
+            text = json.dumps(api.call("GET", path))
+            assert f"http://{host}:8793/log/" in text, text[:1500]   # fetched from that host
+            # The file is on the worker's disk only, not where the API server looks first.
+            rel = f"dag_id={ti['dag_id']}/run_id={ti['dag_run_id']}/task_id={ti['task_id']}"
+            assert list((stack.worker_logs(i) / rel).glob("*.log")), rel
+            assert not (stack.airflow_home / "logs" / rel).exists(), rel
+            # The task handed its step to the ML environment's interpreter.
+            if f"running {stack.spec.ml_python} -m components." in text:
+                ran_step = True
+                break
+        assert ran_step, f"no log of {host} shows a step started with {stack.spec.ml_python}"
+
+
+def _loaded_heavy_libraries(pid: int) -> set[str]:
+    """The ML libraries whose compiled modules are mapped into a live process."""
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    return {lib for lib in HEAVY if f"/{lib}/" in maps}
+
+
+def test_airflow_processes_never_loaded_tensorflow(airflow_server):
+    """After every run above: the scheduler, dag-processor, api-server, triggerer and both
+    workers run from Airflow's environment and no live process of theirs has TensorFlow,
+    Beam or great-expectations loaded; the steps that needed them ran elsewhere."""
+    assert not any((AIRFLOW_VENV / "lib" / "python3.11" / "site-packages" / lib).exists()
+                   for lib in HEAVY), "Airflow's environment holds an ML library"
+    checked = {}
+    for name, procs in _stack_processes(airflow_server["stack"]).items():
+        if name == "redis":
+            continue
+        live = [p for p in procs if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        assert live, f"{name} is not running"
+        # Runs from Airflow's environment: its compiled modules are mapped (the process
+        # title no longer shows the interpreter).
+        assert f"{AIRFLOW_VENV}/lib/" in Path(f"/proc/{live[0].pid}/maps").read_text(), name
+        for p in live:
+            checked[(name, p.pid)] = _loaded_heavy_libraries(p.pid)
+    assert {n for n, _ in checked} >= {"api-server", "scheduler", "dag-processor",
+                                       "triggerer", "worker-1", "worker-2"}, checked
+    loaded = {k: v for k, v in checked.items() if v}
+    assert not loaded, f"ML libraries in Airflow processes: {loaded}"
+    # The check sees a library when one is there: a process of the ML environment.
+    probe = subprocess.Popen([sys.executable, "-c", "import tensorflow, sys; "
+                              "print('ready', flush=True); sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert probe.stdout.readline().strip() == "ready"
+        assert "tensorflow" in _loaded_heavy_libraries(probe.pid)
+    finally:
+        probe.kill()
+        probe.wait()
+
+
+def _failure_report(server, dag_id: str = DAG_ID) -> str:
     """Which tasks failed, with the end of their logs: what a person would look at first."""
     lines = []
-    for run in server["api"].runs():
+    for run in server["api"].call("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100")["dag_runs"]:
         tis = server["api"].call(
-            "GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}/taskInstances")
+            "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}/taskInstances")
         for ti in tis["task_instances"]:
             lines.append(f"{run['dag_run_id']} {ti['task_id']}: {ti['state']}")
             if ti["state"] in ("failed", "upstream_failed", "up_for_retry"):
-                for log in sorted(server["base"].glob(
-                        f"airflow/logs/dag_id={DAG_ID}/run_id={run['dag_run_id']}/"
+                # Each host keeps its own logs (the API server's and each worker's).
+                for log in sorted(server["stack"].root.glob(
+                        f"**/dag_id={dag_id}/run_id={run['dag_run_id']}/"
                         f"task_id={ti['task_id']}/*.log")):
                     lines.append(f"--- {log}\n" + log.read_text(errors="replace")[-3000:])
     return "\n".join(lines)
