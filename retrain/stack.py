@@ -35,10 +35,11 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from components.common.atomic import pid_alive
 
 REPO = Path(__file__).resolve().parents[1]
 AIRFLOW_COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -117,16 +118,6 @@ def _wait(what: str, ready, timeout: float, log: Path | None = None) -> None:
                 tail = "\n" + log.read_text(errors="replace")[-2000:]
             raise StackError(f"{what} not ready after {timeout:.0f} s{tail}")
         time.sleep(1)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _postgres_bin() -> Path:
@@ -391,7 +382,7 @@ class Stack:
                         env, netns=s.netns(i))
         _wait("the API server", self._api_ready, timeout, self.logs / "api-server.log")
         for name, pid in self.pids_by_name().items():
-            if not _pid_alive(pid):
+            if not pid_alive(pid):
                 raise StackError(f"{name} exited at start; see {self.logs / (name + '.log')}")
 
     def worker_logs(self, i: int) -> Path:

@@ -45,13 +45,14 @@ def remove_stale_temps(target: str | os.PathLike) -> list[Path]:
     removed = []
     for tmp in target.parent.glob(f".{target.name}.tmp-*"):
         pid = tmp.name[len(f".{target.name}.tmp-"):].split("-", 1)[0]
-        if tmp.is_dir() and pid.isdigit() and not _alive(int(pid)):
+        if tmp.is_dir() and pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(tmp, ignore_errors=True)
             removed.append(tmp)
     return removed
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this PID exists (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

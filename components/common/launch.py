@@ -102,7 +102,24 @@ class BadDataFailed(StepFailed):
     kind = BAD_DATA
 
 
+LAUNCHER_ENV = "RETRAIN_STEP_LAUNCHER"
+LAUNCHERS = ("subprocess", "kubernetes")
+
+
 def run_step(module: str, spec: dict, env: dict | None = None) -> dict:
+    """Run a step's entry point and return its result; how is configuration
+    ($RETRAIN_STEP_LAUNCHER): `subprocess` (default: a child process of the task, with
+    RETRAIN_STEP_PYTHON) or `kubernetes` (a pod of the ML image: components.common.pod_launch)."""
+    launcher = os.environ.get(LAUNCHER_ENV, "").strip() or "subprocess"
+    if launcher not in LAUNCHERS:
+        raise ValueError(f"{LAUNCHER_ENV}={launcher}: must be one of {LAUNCHERS}")
+    if launcher == "kubernetes":
+        from components.common.pod_launch import run_step_in_pod
+        return run_step_in_pod(module, spec, env)
+    return _run_step_here(module, spec, env)
+
+
+def _run_step_here(module: str, spec: dict, env: dict | None = None) -> dict:
     name = module.rsplit(".", 1)[-1]
     with tempfile.TemporaryDirectory(prefix=f"retrain-{name}-") as tmp:
         result_file = Path(tmp) / "result.json"
