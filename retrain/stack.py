@@ -472,6 +472,9 @@ def add_cli(subparsers) -> None:
     up.add_argument("--api-port", type=int, default=d.api_port, help="default %(default)s")
     up.add_argument("--subnet", default=d.subnet,
                     help="first three octets of the hosts' /24 (default %(default)s)")
+    up.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                    help="a setting for every Airflow process, e.g. RETRAIN_SCHEDULE=none or "
+                         "AIRFLOW__CELERY__WORKER_CONCURRENCY=4 (repeatable; docs/configuration.md)")
     up.add_argument("--no-install", action="store_true",
                     help="do not apt-get install PostgreSQL / Redis where missing")
     for name, text in (("status", "each recorded process and whether it runs"),
@@ -484,13 +487,24 @@ def add_cli(subparsers) -> None:
     p.set_defaults(func=_cli)
 
 
+def parse_env(pairs: list[str]) -> dict:
+    """`NAME=VALUE` pairs; a malformed one is an error naming it."""
+    env = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip() or not name.replace("_", "").isalnum():
+            raise StackError(f"--env {pair!r}: expected NAME=VALUE")
+        env[name.strip()] = value
+    return env
+
+
 def _cli(args) -> int:
     try:
         if args.stack_command == "up":
             stack = Stack(StackSpec(root=args.root, retrain_home=args.retrain_home,
                                     airflow_venv=args.airflow_venv, ml_python=args.ml_python,
                                     workers=args.workers, api_port=args.api_port,
-                                    subnet=args.subnet))
+                                    subnet=args.subnet, env=parse_env(args.env)))
             print(f"stack: starting in {stack.root} (about 30 s)", flush=True)
             stack.up(install=not args.no_install)
             print(f"stack up: Airflow UI {stack.spec.base_url}/  user admin  password "

@@ -52,3 +52,17 @@ def test_the_command_line_says_when_no_stack_is_recorded(tmp_path, capsys):
     assert main(["stack", "status", "--root", str(tmp_path)]) == 1
     assert "no stack recorded" in capsys.readouterr().err
     assert main(["stack", "down", "--root", str(tmp_path)]) == 0
+
+
+def test_extra_settings_reach_every_airflow_process(tmp_path):
+    st = _stack(tmp_path)
+    st.spec.env = S.parse_env(["RETRAIN_SCHEDULE=none", "AIRFLOW__CELERY__WORKER_CONCURRENCY=4"])
+    env = st.airflow_env()
+    assert env["RETRAIN_SCHEDULE"] == "none"
+    assert env["AIRFLOW__CELERY__WORKER_CONCURRENCY"] == "4"
+
+
+def test_a_malformed_setting_is_refused_with_its_text():
+    import pytest
+    with pytest.raises(S.StackError, match="'oops': expected NAME=VALUE"):
+        S.parse_env(["oops"])
