@@ -136,7 +136,7 @@ def airflow_server(tmp_path_factory):
         yield {"api": api, "home": home, "today": today, "base": base, "stack": stack,
                "url": spec.base_url, "password": stack.admin_password()}
     finally:
-        stack.down()
+        stack.down(purge=True)       # its database under /var/tmp too
 
 
 class Page:
