@@ -1021,9 +1021,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
         summary["output_commit"] = commit
         output_commit.write_json(join(tmp, feature_config.FEATURE_CONFIG_FILE), cfg.to_dict())
         output_commit.write_json(join(tmp, SUMMARY_FILE), summary)
-    # What readers open: the folder itself, or the attempt its _SUCCESS marker names.
-    summary["output_dir"] = (args.output_dir if commit == "rename" else
-                             output_commit.committed(args.output_dir))
+    # What readers open: the folder itself, or the attempt the _SUCCESS marker now names.
+    summary["output_dir"] = args.output_dir if commit == "rename" else tmp
     log.info("preprocess summary: %s", json.dumps(summary))
     return summary
 

@@ -125,7 +125,7 @@ def _postgres_bin() -> Path:
                    key=lambda p: int(p.parts[-3]) if p.parts[-3].isdigit() else 0)
     if not found:
         raise StackError("PostgreSQL is not installed: apt-get install postgresql "
-                         "(or `retrain stack up --install`)")
+                         "(`retrain stack up` without --no-install does it)")
     return found[-1].parent
 
 
@@ -163,8 +163,7 @@ class Stack:
 
     # -- state
     def _save(self) -> None:
-        (self.root / STATE).write_text(json.dumps(
-            {"spec": asdict(self.spec), "pg_data": str(self.pg_data)}, indent=2) + "\n")
+        (self.root / STATE).write_text(json.dumps({"spec": asdict(self.spec)}, indent=2) + "\n")
 
     @classmethod
     def load(cls, root: str | Path) -> "Stack":
@@ -178,7 +177,7 @@ class Stack:
         return self.airflow_home / "simple_auth_manager_passwords.json.generated"
 
     # -- environment
-    def airflow_env(self, hostname: str | None = None) -> dict:
+    def airflow_env(self) -> dict:
         """Every Airflow process's environment: scripts/airflow-env.sh (the one place for
         the settings) evaluated over the stack's overrides, secrets as _CMD settings."""
         s = self.spec
@@ -204,8 +203,6 @@ class Stack:
             "AIRFLOW__CELERY__WORKER_PREFETCH_MULTIPLIER": "1",
         })
         base.update({k: str(v) for k, v in s.env.items()})
-        if hostname:
-            base["RETRAIN_HOSTNAME"] = hostname
         out = _run(["bash", "-c", "source scripts/airflow-env.sh && env -0"], cwd=REPO,
                    env=base).stdout
         return dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
@@ -272,13 +269,13 @@ class Stack:
         log = self.pg_data.parent / "postgres.log"
         _run(self._as_pg_user([str(bin_dir / "pg_ctl"), "-D", str(self.pg_data), "-l",
                                str(log), "-w", "-t", "60", "start"]))
+        client = {**os.environ, "PGPASSWORD": pw.read_text()}
         if _run(self._as_pg_user([str(bin_dir / "psql"), "-h", "127.0.0.1", "-p",
                                   str(s.pg_port), "-U", "airflow", "-d", "postgres", "-tAc",
                                   "SELECT 1 FROM pg_database WHERE datname='airflow'"]),
-                env={**os.environ, "PGPASSWORD": pw.read_text()}).stdout.strip() != "1":
+                env=client).stdout.strip() != "1":
             _run(self._as_pg_user([str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p",
-                                   str(s.pg_port), "-U", "airflow", "airflow"]),
-                 env={**os.environ, "PGPASSWORD": pw.read_text()})
+                                   str(s.pg_port), "-U", "airflow", "airflow"]), env=client)
         where = f"airflow:{pw.read_text()}@{s.host_ip}:{s.pg_port}/airflow"
         _put_secret(self.root, "sql_alchemy_conn", f"postgresql+psycopg2://{where}")
         _put_secret(self.root, "result_backend", f"db+postgresql://{where}")
@@ -373,17 +370,20 @@ class Stack:
                 cmd.append("--skip-serve-logs")      # their log servers would bind 0.0.0.0
             self._spawn(c, cmd, env)
         for i in range(1, s.workers + 1):
-            # A host's task logs stay on that host, as on separate machines: the API server
-            # reads them from the worker's log server (port 8793 on the worker's address).
-            env = self.airflow_env(hostname=s.worker_ip(i))
-            env["AIRFLOW__LOGGING__BASE_LOG_FOLDER"] = str(self.worker_logs(i))
             self._spawn(f"worker-{i}", ["airflow", "celery", "worker",
                                         "--celery-hostname", f"worker-{i}@{s.worker_ip(i)}"],
-                        env, netns=s.netns(i))
+                        self.worker_env(i, env), netns=s.netns(i))
         _wait("the API server", self._api_ready, timeout, self.logs / "api-server.log")
         for name, pid in self.pids_by_name().items():
             if not pid_alive(pid):
                 raise StackError(f"{name} exited at start; see {self.logs / (name + '.log')}")
+
+    def worker_env(self, i: int, env: dict) -> dict:
+        """Worker i's environment: recorded under its own address, and its task logs on its
+        own disk, as on separate machines (the API server reads them from the worker's log
+        server, port 8793 on that address)."""
+        return {**env, "RETRAIN_HOSTNAME": self.spec.worker_ip(i),
+                "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.worker_logs(i))}
 
     def worker_logs(self, i: int) -> Path:
         """Worker i's own task-log folder (its host's local disk)."""
@@ -432,13 +432,7 @@ class Stack:
 
 
 def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # Zombies of the group count as gone.
+    """Whether a process group still has a live member (zombies count as gone)."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()

@@ -58,22 +58,6 @@ class LineLevels:
         return self.level
 
 PARENT_ENV = "RETRAIN_STEP_PARENT_PID"   # the task process a step must not outlive
-# The interpreter of the ML environment (TensorFlow, Beam, great-expectations). Airflow's
-# own processes run from an environment without them (requirements-airflow.lock), so the
-# task hands each step to this interpreter; unset, the step runs with the task's own.
-STEP_PYTHON_ENV = "RETRAIN_STEP_PYTHON"
-
-
-def step_python() -> str:
-    """The interpreter that runs steps: $RETRAIN_STEP_PYTHON, else this process's own.
-    A configured path that is not an executable file is a setup error, said at once."""
-    configured = os.environ.get(STEP_PYTHON_ENV, "").strip()
-    if not configured:
-        return sys.executable
-    if not (os.path.isfile(configured) and os.access(configured, os.X_OK)):
-        raise FileNotFoundError(f"{STEP_PYTHON_ENV}={configured} is not an executable file: "
-                                "point it at the ML environment's python (e.g. .venv/bin/python)")
-    return configured
 _PR_SET_PDEATHSIG = 1
 try:   # loaded before any fork: the child only makes the call
     import ctypes
@@ -104,6 +88,22 @@ class BadDataFailed(StepFailed):
 
 LAUNCHER_ENV = "RETRAIN_STEP_LAUNCHER"
 LAUNCHERS = ("subprocess", "kubernetes")
+# The interpreter of the ML environment (TensorFlow, Beam, great-expectations). Airflow's
+# own processes run from an environment without them (requirements-airflow.lock), so the
+# task hands each step to this interpreter; unset, the step runs with the task's own.
+STEP_PYTHON_ENV = "RETRAIN_STEP_PYTHON"
+
+
+def step_python() -> str:
+    """The interpreter that runs steps: $RETRAIN_STEP_PYTHON, else this process's own.
+    A configured path that is not an executable file is a setup error, said at once."""
+    configured = os.environ.get(STEP_PYTHON_ENV, "").strip()
+    if not configured:
+        return sys.executable
+    if not (os.path.isfile(configured) and os.access(configured, os.X_OK)):
+        raise FileNotFoundError(f"{STEP_PYTHON_ENV}={configured} is not an executable file: "
+                                "point it at the ML environment's python (e.g. .venv/bin/python)")
+    return configured
 
 
 def run_step(module: str, spec: dict, env: dict | None = None) -> dict:

@@ -65,17 +65,22 @@ def pod_name(module: str) -> str:
     return f"retrain-{step}-{uuid.uuid4().hex[:10]}"
 
 
+def result_path(settings: PodSettings, name: str) -> str:
+    """Where pod `name` leaves its result JSON: on the artifact volume, which the task's
+    worker mounts at the same path."""
+    return f"{settings.home}/{RESULTS}/{name}.json"
+
+
 def pod_manifest(module: str, spec: dict, name: str, settings: PodSettings,
                  env: dict | None = None) -> dict:
     """The step's pod: the ML image running the step's entry point, the artifact volume at
     RETRAIN_HOME, no restart (Airflow's retries decide), and only the variables the step
     needs: never the worker's own environment, which holds Airflow's secrets."""
     step_env = {"RETRAIN_HOME": settings.home, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
-    result = f"{settings.home}/{RESULTS}/{name}.json"
     container = {
         "name": "step", "image": settings.image,
         "command": ["python", "-m", module, "--spec", json.dumps(spec, default=str),
-                    "--result-file", result],
+                    "--result-file", result_path(settings, name)],
         "env": [{"name": k, "value": str(v)} for k, v in sorted(step_env.items())],
         "volumeMounts": [{"name": "artifacts", "mountPath": settings.home}],
     }
@@ -149,8 +154,7 @@ def run_step_in_pod(module: str, spec: dict, env: dict | None = None,
     settings = settings or PodSettings.from_env()
     api, name = KubeApi(settings), pod_name(module)
     step = module.rsplit(".", 1)[-1]
-    result_file = Path(settings.home) / RESULTS / name
-    result_file = result_file.with_suffix(".json")
+    result_file = Path(result_path(settings, name))
     result_file.parent.mkdir(parents=True, exist_ok=True)
     log.info("running %s as pod %s/%s (image %s)", module, settings.namespace, name,
              settings.image)

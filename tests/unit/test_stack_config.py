@@ -20,12 +20,14 @@ def _stack(tmp_path) -> S.Stack:
 
 
 def test_airflow_runs_on_celery_and_postgres_with_steps_in_the_ml_env(tmp_path):
-    env = _stack(tmp_path).airflow_env(hostname="10.213.250.11")
+    st = _stack(tmp_path)
+    env = st.worker_env(1, st.airflow_env())
     assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
     assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD"].startswith("cat ")
     assert "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN" not in env     # not SQLite, not a value
     assert env["RETRAIN_STEP_PYTHON"] == sys.executable
-    assert env["RETRAIN_HOSTNAME"] == "10.213.250.11"
+    assert env["RETRAIN_HOSTNAME"] == "10.213.250.11"           # worker 1's own address
+    assert env["AIRFLOW__LOGGING__BASE_LOG_FOLDER"] == str(st.worker_logs(1))
     assert env["AIRFLOW__CORE__HOSTNAME_CALLABLE"] == "retrain.hostname.task_host"
     assert env["AIRFLOW__API__HOST"] == "10.213.250.1" and env["AIRFLOW__API__PORT"] == "18080"
     assert env["PATH"].startswith(str(S.StackSpec().airflow_venv))   # Airflow's own venv
