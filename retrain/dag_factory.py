@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 from pathlib import Path
+from typing import Callable
 
 from airflow.sdk import Asset, Param, dag, task
 from airflow.sdk.exceptions import AirflowFailException
@@ -143,10 +144,19 @@ def make_dag(family: Family):
 
         def run_stage(name: str, ctx: dict, params: dict, upstream: dict,
                       inputs: list[dict], spec: dict | None = None,
-                      extra_figures: dict | None = None) -> dict:
+                      extra_figures: dict | None = None,
+                      after: Callable[[], object] | None = None) -> dict:
+            """`after()`: a hand-off check run once the step has finished and before its
+            artifact is recorded (a BadData from it fails the task without retry)."""
             from components.common import results
+            from components.common.errors import BadData
             from components.common.launch import BadDataFailed
             from components.common.lineage import run_tracked
+
+            def check(r: dict) -> None:
+                results.read(name, r, stage.module)
+                if after is not None:
+                    after()
 
             stage = stages[name]
             if spec is None:
@@ -159,9 +169,8 @@ def make_dag(family: Family):
                                      figures=(*stage.figures,
                                               *results.RECORDED.get(name, ())),
                                      reuse=stage.reuse,
-                                     check=lambda r: results.read(name, r, stage.module),
-                                     extra_figures=extra_figures)
-            except (BadDataFailed, results.ContractError) as e:   # a retry cannot help
+                                     check=check, extra_figures=extra_figures)
+            except (BadDataFailed, BadData, results.ContractError) as e:   # a retry cannot help
                 raise AirflowFailException(str(e)) from None
             return result
 
@@ -179,6 +188,44 @@ def make_dag(family: Family):
                            "fingerprint": current.get("fingerprint") or path,
                            "version": current["version"]}]
 
+        def validated_content(ctx: dict, day: str, day_dir: str, raw: dict) -> dict:
+            """run_stage arguments that bind a validation to the bytes it read: the digest
+            taken before the step is recorded with the verdict, and checked again after it
+            (a partition rewritten while it was being validated is refused)."""
+            from components.common import custody
+
+            return {"extra_figures": {"content": raw["content"]},
+                    "after": lambda: custody.verify(
+                        day, day_dir, raw["content"], stage="validate",
+                        quarantine_dir=ctx["quarantine_dir"], run_id=ctx["run_id"])}
+
+        def verify_window(ctx: dict, days: list[str], stage: str,
+                          unchecked: tuple[str, ...] = ()) -> list[dict]:
+            """Each day's raw partition against the digest its validation recorded (the
+            span: this run's validation); returns their lineage references. Days in
+            `unchecked` (trained on by a recorded override) are referenced, not checked."""
+            from components.common import custody
+            from components.common.lineage import raw_span_ref
+
+            refs = []
+            for day in days:
+                day_dir = f"{ctx['raw_root']}/dt={day}"
+                if not Path(day_dir).is_dir():
+                    continue
+                ref = raw_span_ref(day_dir)
+                if day not in unchecked:
+                    expected = custody.validated(
+                        f"{ctx['home']}/runs/{family.name}", day,
+                        run_dir=ctx["run_dir"] if day == ctx["span"] else None)
+                    try:
+                        custody.verify(day, day_dir, expected, stage=stage,
+                                       quarantine_dir=ctx["quarantine_dir"],
+                                       run_id=ctx["run_id"], actual=ref["content"])
+                    except custody.ContentChanged as e:
+                        raise AirflowFailException(str(e)) from None
+                refs.append(ref)
+            return refs
+
         @task(task_id=family.task_id("validate"), pool=stages["validate"].pool,
               outlets=[raw_asset])
         def validate(ctx: dict, params=None, outlet_events=None) -> dict:
@@ -191,7 +238,8 @@ def make_dag(family: Family):
             # Never reused: the verdict also depends on the history of earlier spans.
             config = config_refs(ctx["config"], family.config_param)
             raw = raw_span_ref(ctx["span_dir"])
-            result = run_stage("validate", ctx, params, {}, [raw, *config])
+            result = run_stage("validate", ctx, params, {}, [raw, *config],
+                               **validated_content(ctx, ctx["span"], ctx["span_dir"], raw))
             outlet_events[raw_asset].extra = {
                 "span": ctx["span"], "uri": raw["uri"], "fingerprint": raw["fingerprint"],
                 "gate": result.get("gate"), "rows": result.get("rows"), "run_id": ctx["run_id"]}
@@ -211,10 +259,11 @@ def make_dag(family: Family):
                        "run_dir": str(paths.run_dir(ctx["home"], family.name,
                                                     dt.date.fromisoformat(day),
                                                     ctx["run_id"]))}
+            raw = raw_span_ref(day_ctx["span_dir"])
             try:
                 run_stage("validate", day_ctx, {**params, "override_validation_reason": None},
-                          {}, [raw_span_ref(day_ctx["span_dir"]),
-                               *config_refs(ctx["config"], family.config_param)])
+                          {}, [raw, *config_refs(ctx["config"], family.config_param)],
+                          **validated_content(ctx, day, day_ctx["span_dir"], raw))
             except AirflowFailException:
                 return False
             return True
@@ -252,7 +301,7 @@ def make_dag(family: Family):
         def preprocess(ctx: dict, validation: dict, params=None, outlet_events=None) -> dict:
             """Beam over the window's days that passed validation (bad data never trains a
             model); reused when inputs, code and params match."""
-            from components.common.lineage import config_refs, raw_span_ref
+            from components.common.lineage import config_refs
 
             screened = screen_window(ctx, params)
             spec = resolve(stages["preprocess"].build)(
@@ -261,19 +310,43 @@ def make_dag(family: Family):
                 raise AirflowFailException(
                     f"family {family.name}: its preprocess spec has no exclude_spans, so it "
                     f"cannot leave out {[i['span'] for i in screened['left_out']]}")
-            inputs = [raw_span_ref(f"{ctx['raw_root']}/dt={d}") for d in screened["used"]
-                      if Path(ctx["raw_root"], f"dt={d}").is_dir()]
+            overridden = tuple(i["span"] for i in screened["included_by_override"])
+            inputs = verify_window(ctx, screened["used"], "preprocess", overridden)
             result = run_stage("preprocess", ctx, params, {}, [
                 *inputs, *config_refs(ctx["config"], family.config_param)], spec=spec,
                 extra_figures={"window_used": screened["used"],
                                "window_left_out": screened["left_out"],
                                "window_included_by_override":
-                                   screened["included_by_override"]})
+                                   screened["included_by_override"]},
+                # the bytes the job read are still the validated ones when it ends
+                after=lambda: verify_window(ctx, screened["used"], "preprocess", overridden))
             outlet_events[examples_asset].extra = {
                 "span": ctx["span"], "window": screened["used"],
                 "uri": result["artifact"]["uri"], "fingerprint": result["artifact"]["fingerprint"],
                 "reused_from": result.get("reused_from"), "run_id": ctx["run_id"]}
             return {**result, "window_screen": screened}
+
+        def check_examples_custody(ctx: dict, preprocessed: dict) -> None:
+            """The examples were made from the validated bytes of every window day: the
+            digests preprocess recorded for its raw inputs are those validation recorded."""
+            from components.common import custody
+            from components.common.lineage import read_records
+
+            rec = read_records(ctx["run_dir"]).get("preprocess") or {}
+            overridden = {i["span"] for i in
+                          (preprocessed.get("window_screen") or {}).get("included_by_override", [])}
+            for ref in rec.get("inputs", []):
+                if ref.get("type") != "raw_span" or ref["name"].removeprefix("dt=") in overridden:
+                    continue
+                day = ref["name"].removeprefix("dt=")
+                expected = custody.validated(
+                    f"{ctx['home']}/runs/{family.name}", day,
+                    run_dir=ctx["run_dir"] if day == ctx["span"] else None)
+                if expected is None or expected["digest"] != ref["fingerprint"]:
+                    raise AirflowFailException(
+                        f"train: refusing the examples of {rec.get('uri')}: they were made "
+                        f"from day {day} with content digest {ref['fingerprint']}, but its "
+                        f"validation recorded {expected and expected['digest']}")
 
         @task(task_id=family.task_id("train"), pool=stages["train"].pool,
               inlets=[examples_asset])
@@ -281,6 +354,7 @@ def make_dag(family: Family):
             """Train (or fine-tune) on the preprocessed window; a retry resumes from its
             checkpoints where the trainer keeps them. Reused when inputs, code and params
             match."""
+            check_examples_custody(ctx, preprocessed)
             path, refs = published(ctx) if family.warm_start else (None, [])
             upstream = {"preprocess": preprocessed, "published": path}
             spec = resolve(stages["train"].build)(ctx, params, upstream)
@@ -293,12 +367,15 @@ def make_dag(family: Family):
         def evaluate(ctx: dict, preprocessed: dict, trained: dict, params=None) -> dict:
             """Candidate against the published model on the same held-out rows; the gate's
             verdict is always recomputed (it depends on what is published now)."""
-            from components.common.lineage import raw_span_ref
-
             path, refs = published(ctx)
-            data = (raw_span_ref(ctx["span_dir"]) if family.evaluate_reads == "raw_span"
-                    else preprocessed["artifact"])
-            inputs = [data, *([trained["artifact"]] if trained.get("artifact") else []), *refs]
+            if family.evaluate_reads == "raw_span":   # the window's held-out raw rows
+                screened = preprocessed.get("window_screen") or {}
+                data = verify_window(ctx, screened.get("used") or [ctx["span"]], "evaluate",
+                                     tuple(i["span"] for i in
+                                           screened.get("included_by_override", [])))
+            else:
+                data = [preprocessed["artifact"]]
+            inputs = [*data, *([trained["artifact"]] if trained.get("artifact") else []), *refs]
             result = run_stage("evaluate", ctx, params,
                                {"preprocess": preprocessed, "train": trained,
                                 "published": path}, inputs)

@@ -8,9 +8,9 @@ inputs' fingerprints and the code version. A rerun whose fingerprint matches a
 finished artifact reuses it instead of recomputing, and says so in the log.
 
 Stdlib only: DAG tasks call this directly; the heavy work stays in the child step.
-Raw partitions are fingerprinted from file names, sizes and modification times plus
-their `_SUCCESS` marker (like make), not from their bytes: a day of logs is too big to
-hash on every run.
+Raw partitions are fingerprinted by the digest of their data bytes
+(`components.common.custody`), never by names, sizes or mtimes, which can stay the same
+while the bytes change: reuse keys and the validation hand-off both rest on that digest.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from components.common import custody
 from components.common.atomic import read_json, write_json
 from components.common.version import code_fingerprint, code_version
 
@@ -37,30 +38,6 @@ def fingerprint(obj: Any) -> str:
     """Stable short hash of JSON-able data (key order does not matter)."""
     blob = json.dumps(obj, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def files_fingerprint(path: str | os.PathLike) -> str:
-    """Names, sizes and mtimes of the visible files under `path`, plus the `_SUCCESS`
-    marker's content. Hidden entries (atomic-write temp dirs) are ignored."""
-    root = Path(path)
-    entries = []
-    for f in sorted(_visible_files(root)):
-        st = f.stat()
-        entries.append([str(f.relative_to(root)), st.st_size, st.st_mtime_ns])
-    marker = root / SUCCESS_MARKER
-    return fingerprint({"files": entries,
-                        "marker": marker.read_text() if marker.is_file() else None})
-
-
-def _visible_files(root: Path) -> Iterable[Path]:
-    if root.is_file():
-        yield root
-        return
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-        for name in filenames:
-            if not name.startswith("."):
-                yield Path(dirpath) / name
 
 
 def raw_span_refs(raw_root: str | os.PathLike, span: str, window_days: int) -> list[dict]:
@@ -97,8 +74,9 @@ def raw_span_ref(day_dir: str | os.PathLike) -> dict:
             figures = {k: info[k] for k in ("rows", "click_rate", "created_at") if k in info}
         except ValueError:
             pass
+    data = custody.content(day_dir)
     return {"name": day_dir.name, "type": "raw_span", "uri": f"file://{day_dir.resolve()}",
-            "fingerprint": files_fingerprint(day_dir), "figures": figures,
+            "fingerprint": data["digest"], "content": data, "figures": figures,
             "complete": marker.is_file()}
 
 
@@ -117,8 +95,9 @@ def producer() -> dict:
 def ref(record: dict) -> dict:
     """How a downstream record names this artifact as one of its inputs (raw partitions,
     which have no record of their own, keep their figures)."""
-    keys = ("name", "type", "uri", "fingerprint") + (("figures",) if "figures" in record
-                                                     and record.get("type") == "raw_span" else ())
+    raw = record.get("type") == "raw_span"
+    keys = ("name", "type", "uri", "fingerprint") + (
+        tuple(k for k in ("figures", "content") if k in record) if raw else ())
     return {k: record.get(k) for k in keys}
 
 

@@ -5,7 +5,8 @@ or never. The verdict is read from the validate step's lineage record, which the
 factory writes for every family (`gate` and `override_reason` are always recorded), so no
 family's report format matters here. A day is used only if its latest validation passed. A quarantined day, a day
 whose failed validation was overridden for another run only, or a day that fails when it
-is validated now (days never validated are validated by this run) is left out, with the
+is validated now (days never validated, or validated before content digests were recorded,
+are validated by this run) is left out, with the
 reason, unless the run's override names it. The run's summary and lineage list both sets.
 
 Stdlib only: the DAG factory calls it inside the preprocess task.
@@ -24,13 +25,13 @@ VALIDATION_RECORD = "lineage/validate.json"
 
 def latest_validation(history_root: str | os.PathLike, day: str) -> dict | None:
     """The newest validation verdict of `day` by any run: {"gate", "override_reason",
-    "run_id"} (None: no run let it through; a failed validation leaves no record)."""
+    "content", "run_id"} (None: no run let it through; a failed validation leaves no record)."""
     found = []
     for path in Path(history_root, f"dt={day}").glob(f"*/{VALIDATION_RECORD}"):
         try:
             rec = json.loads(path.read_text())
             found.append((path.stat().st_mtime_ns, {
-                **{k: rec["figures"].get(k) for k in ("gate", "override_reason")},
+                **{k: rec["figures"].get(k) for k in ("gate", "override_reason", "content")},
                 "run_id": (rec.get("recorded_by") or rec.get("producer") or {}).get("run_id")}))
         except (OSError, ValueError, KeyError, AttributeError):
             continue            # a half-visible or broken record is no evidence of a pass
@@ -92,6 +93,10 @@ def _reason_to_leave_out(day: str, history_root: str, quarantine_dir: str,
             return "never validated"
         return None if validate_day(day) else "failed validation in this run (quarantined)"
     gate = last.get("gate")
+    if gate == "passed" and not last.get("content") and validate_day is not None:
+        # Validated before content digests were recorded: nothing binds those bytes to
+        # the verdict, so validate them again (which records the digest).
+        return None if validate_day(day) else "failed validation in this run (quarantined)"
     if gate == "passed":
         return None
     if gate == "overridden":

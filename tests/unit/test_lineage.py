@@ -57,17 +57,24 @@ def test_fingerprint_ignores_key_order_but_not_values():
     assert lineage.fingerprint({"a": 1}) != lineage.fingerprint({"a": 2})
 
 
-def test_files_fingerprint_sees_changes_but_not_temp_dirs(tmp_path):
+def test_raw_span_fingerprint_is_the_digest_of_its_bytes_not_names_sizes_or_mtimes(tmp_path):
     d = make_span(tmp_path, "2026-11-01")
-    before = lineage.files_fingerprint(d)
+    part = d / "part-00000.parquet"
+    before = lineage.raw_span_ref(d)
     (d / ".part.tmp-123").mkdir()                      # an atomic write in progress
     (d / ".part.tmp-123" / "half").write_text("partial")
-    assert lineage.files_fingerprint(d) == before
+    assert lineage.raw_span_ref(d)["fingerprint"] == before["fingerprint"]
+    st = part.stat()
+    part.write_bytes(b"y" * st.st_size)                # same size ...
+    os.utime(part, ns=(st.st_atime_ns, st.st_mtime_ns))  # ... and same mtime
+    changed = lineage.raw_span_ref(d)
+    assert changed["fingerprint"] != before["fingerprint"]
+    assert changed["content"]["files"]["part-00000.parquet"] != \
+        before["content"]["files"]["part-00000.parquet"]
+    (d / "_SUCCESS").write_text(json.dumps({"rows": 11}))   # the producer's note, not data
+    assert lineage.raw_span_ref(d)["fingerprint"] == changed["fingerprint"]
     (d / "part-00001.parquet").write_bytes(b"more")
-    assert lineage.files_fingerprint(d) != before
-    changed = lineage.files_fingerprint(d)
-    (d / "_SUCCESS").write_text(json.dumps({"rows": 11}))
-    assert lineage.files_fingerprint(d) != changed
+    assert lineage.raw_span_ref(d)["fingerprint"] != changed["fingerprint"]
 
 
 def test_a_feature_config_is_an_input_whose_content_is_fingerprinted(tmp_path):

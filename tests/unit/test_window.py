@@ -17,7 +17,9 @@ def _validated(root, day, run, gate, reason=None):
     """The validate step's lineage record, as the DAG factory writes it."""
     path = root / "runs" / f"dt={day}" / run / "lineage" / "validate.json"
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"figures": {"gate": gate, "override_reason": reason},
+    content = {"digest": f"d-{day}", "files": {"part-0.parquet": f"d-{day}"}}
+    path.write_text(json.dumps({"figures": {"gate": gate, "override_reason": reason,
+                                            "content": content},
                                 "recorded_by": {"run_id": run}}))
 
 

@@ -1,0 +1,112 @@
+"""Chain of custody (components/common/custody.py): a partition's bytes are bound to the
+validation that read them; a rewrite keeping names, sizes and mtimes is still refused,
+names the day and the file, and quarantines the day."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from components.common import custody, window
+from components.common.errors import BadData, kind_of
+
+
+def _day(root, day, payload=b"a,b\n1,2\n"):
+    d = root / "raw" / f"dt={day}"
+    d.mkdir(parents=True)
+    (d / "part-00000.jsonl").write_bytes(payload)
+    (d / "part-00001.jsonl").write_bytes(payload * 2)
+    (d / "_SUCCESS").write_text("{}")
+    return d
+
+
+def _record(root, day, run, content, mtime_ns=None):
+    """The validate step's lineage record as the DAG factory writes it."""
+    path = root / "runs" / f"dt={day}" / run / custody.VALIDATION_RECORD
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"figures": {"gate": "passed", "content": content}}))
+    if mtime_ns:
+        os.utime(path, ns=(mtime_ns, mtime_ns))
+    return path
+
+
+def _rewrite_same_size_and_mtime(path):
+    st = path.stat()
+    data = bytearray(path.read_bytes())
+    data[0] ^= 0x01
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_digest_covers_every_data_file_but_not_the_marker_or_temp_entries(tmp_path):
+    d = _day(tmp_path, "2026-11-01")
+    got = custody.content(d)
+    assert sorted(got["files"]) == ["part-00000.jsonl", "part-00001.jsonl"]
+    (d / "_SUCCESS").write_text('{"rows": 3}')
+    (d / ".tmp-1").mkdir()
+    (d / ".tmp-1" / "half").write_bytes(b"x")
+    assert custody.content(d) == got
+
+
+def test_a_rewrite_keeping_size_and_mtime_is_refused_naming_day_and_file(tmp_path):
+    d = _day(tmp_path, "2026-11-01")
+    validated = custody.content(d)
+    _rewrite_same_size_and_mtime(d / "part-00001.jsonl")
+    q = tmp_path / "quarantine"
+    with pytest.raises(custody.ContentChanged) as e:
+        custody.verify("2026-11-01", d, validated, stage="preprocess", quarantine_dir=str(q),
+                       run_id="r9")
+    msg = str(e.value)
+    assert "2026-11-01" in msg and "part-00001.jsonl changed" in msg
+    assert "part-00000.jsonl" not in msg and "preprocess" in msg
+    assert isinstance(e.value, BadData) and kind_of(e.value) == "bad_data"   # never retried
+    marker = json.loads((q / "dt=2026-11-01.json").read_text())
+    assert marker["run_id"] == "r9" and "part-00001.jsonl changed" in marker["failed"][0]
+    # the window screen then leaves the day out as quarantined
+    out = window.screen(["2026-11-01", "2026-11-02"], "2026-11-02",
+                        history_root=str(tmp_path / "runs"), quarantine_dir=str(q))
+    assert out["left_out"][0]["span"] == "2026-11-01"
+    assert out["left_out"][0]["reason"].startswith("quarantined")
+
+
+def test_added_and_removed_files_are_named(tmp_path):
+    d = _day(tmp_path, "2026-11-01")
+    validated = custody.content(d)
+    (d / "part-00000.jsonl").unlink()
+    (d / "part-00002.jsonl").write_bytes(b"{}\n")
+    with pytest.raises(custody.ContentChanged, match="part-00000.jsonl removed; "
+                                                     "part-00002.jsonl added"):
+        custody.verify("2026-11-01", d, validated, stage="train")
+    assert custody.verify("2026-11-01", d, custody.content(d), stage="train")
+
+
+def test_no_recorded_digest_is_refused_not_trusted(tmp_path):
+    d = _day(tmp_path, "2026-11-01")
+    with pytest.raises(custody.ContentChanged, match="no validation recorded"):
+        custody.verify("2026-11-01", d, None, stage="preprocess")
+
+
+def test_the_newest_validation_record_wins_and_a_run_reads_its_own(tmp_path):
+    d = _day(tmp_path, "2026-11-01")
+    old = {"digest": "old", "files": {}}
+    _record(tmp_path, "2026-11-01", "r1", old, mtime_ns=1_000_000_000)
+    new = custody.content(d)
+    _record(tmp_path, "2026-11-01", "r2", new, mtime_ns=2_000_000_000)
+    runs = tmp_path / "runs"
+    assert custody.validated(runs, "2026-11-01") == new
+    assert custody.validated(runs, "2026-11-01", run_dir=runs / "dt=2026-11-01" / "r1") == old
+    assert custody.validated(runs, "2026-11-02") is None
+
+
+def test_a_pass_recorded_without_a_digest_is_validated_again(tmp_path):
+    """Records from before digests were kept bind no bytes: the window screen validates
+    such a day again instead of trusting its old verdict."""
+    path = tmp_path / "runs" / "dt=2026-11-01" / "r1" / custody.VALIDATION_RECORD
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"figures": {"gate": "passed"}}))
+    asked = []
+    out = window.screen(["2026-11-01", "2026-11-02"], "2026-11-02",
+                        history_root=str(tmp_path / "runs"), quarantine_dir=str(tmp_path / "q"),
+                        validate_day=lambda day: asked.append(day) or False)
+    assert asked == ["2026-11-01"] and out["used"] == ["2026-11-02"]
