@@ -12,7 +12,13 @@ Layout (TensorFlow Serving's model base path, so a server can point straight at 
 
 A version appears in one `rename` of a fully written temp dir, so a killed publish never
 leaves a half model under a numeric name; a retried publish with the same run id returns
-(and, if it was interrupted, finishes) the version it already made. Stdlib only.
+(and, if it was interrupted, finishes) the version it already made.
+
+"Current" changes by compare-and-swap (design rule 20): a publish names the version its
+evaluation was compared against (`expect_current`: a version, or None for "nothing was
+published") and, under the same `.lock` that rollback takes, succeeds only if CURRENT still
+names it; otherwise it raises `StaleBaseline` and publishes nothing, so a rollback made while
+a run was in flight is never undone by that run's push (nor by a retry of it). Stdlib only.
 """
 from __future__ import annotations
 
@@ -36,6 +42,37 @@ from components.common.errors import BadData
 
 class RegistryBroken(BadData, ValueError):
     """The registry's own files are damaged: no publish guesses which version is live."""
+
+
+class StaleBaseline(BadData):
+    """The candidate was evaluated against a model that is no longer current (a rollback or
+    another publish changed CURRENT since): the publish is refused, never applied. Not
+    retried: only a fresh evaluation against the current model can decide."""
+
+    def __init__(self, model: str, expected: int | None, current: int | None) -> None:
+        self.model, self.expected, self.current = model, expected, current
+        super().__init__(
+            f"refusing to publish model {model!r}: the candidate was evaluated against a "
+            f"model that is no longer current (expected current: {_version_words(expected)}; "
+            f"actual current: {_version_words(current)}; a rollback or another publish "
+            f"changed it since). Nothing was published; evaluate the candidate again "
+            f"against the current model (clear the run's evaluate task) for a fresh verdict")
+
+
+def _version_words(version: int | None) -> str:
+    return "no published version" if version is None else f"version {version}"
+
+
+class _AnyCurrent:
+    """Type of `ANY`: publish with no compare-and-swap check."""
+
+    def __repr__(self) -> str:
+        return "registry.ANY"
+
+
+# expect_current=ANY: publish whatever is current (no check). Callers that decided against
+# a published model pass its version instead (design rule 20).
+ANY = _AnyCurrent()
 
 META_FILE = "retrain_meta.json"
 CURRENT_FILE = "CURRENT"
@@ -160,7 +197,8 @@ class Registry:
 
     def publish(self, model_dir: str | os.PathLike, name: str,
                 metadata: dict | None = None, *, who: str | None = None,
-                why: str | None = None) -> dict:
+                why: str | None = None,
+                expect_current: int | None | _AnyCurrent = ANY) -> dict:
         """Copy a SavedModel in as a new version and make it the published one.
 
         `metadata` keys: metrics, data_span, run_id, dag_id, code_version, gate (a
@@ -168,7 +206,13 @@ class Registry:
         extra JSON-able keys. Returns the new version's meta. If this (dag_id, run_id)
         already made a complete version, that version is returned instead (and an
         interrupted promotion of it is finished), so a retried push task is harmless.
+
+        `expect_current`: the version the caller's decision was based on (None: there was
+        no published version). Checked under the model's lock, right before a number is
+        allocated (or a retried publish is promoted): if CURRENT names another version,
+        `StaleBaseline` is raised and nothing is published. `ANY` (the default): no check.
         """
+        expect_current = _check_expectation(expect_current)
         src = Path(model_dir)
         if not src.is_dir():
             raise FileNotFoundError(f"model_dir {src} does not exist or is not a directory")
@@ -201,14 +245,19 @@ class Registry:
                 f"rollback {name} --to VERSION --why ...` rewrites CURRENT") from None
         if run_id and self.find_run(name, run_id, dag_id) is not None:
             with self._lock(mdir):
-                return self._finish_existing(name, run_id, dag_id, who, why)
+                return self._finish_existing(name, run_id, dag_id, who, why, expect_current)
+        # Fail fast, before copying a model that would be refused; the check that counts
+        # is the one under the lock below.
+        self._compare(name, mdir, expect_current)
 
         tmp: Path | None = Path(tempfile.mkdtemp(prefix=TMP_PREFIX, dir=mdir))
         try:
             _copy_savedmodel(src, tmp)
             with self._lock(mdir):
                 if run_id and self.find_run(name, run_id, dag_id) is not None:
-                    return self._finish_existing(name, run_id, dag_id, who, why)
+                    return self._finish_existing(name, run_id, dag_id, who, why,
+                                                 expect_current)
+                self._compare(name, mdir, expect_current)   # the compare of the swap
                 version = self._next_version(mdir)
                 now = _now()
                 meta = {key: metadata.get(key) for key in STANDARD_KEYS}
@@ -430,20 +479,37 @@ class Registry:
             os.close(fd)
 
     def _finish_existing(self, name: str, run_id: str, dag_id: str | None, who: str,
-                         why: str) -> dict:
+                         why: str, expect_current: int | None | _AnyCurrent = ANY) -> dict:
         """A retried publish: return this run's version, finishing an interrupted
-        promotion if it is still the newest thing to publish. Call under the lock."""
+        promotion if it is still the newest thing to publish. Call under the lock.
+
+        Already current: returned as it is (idempotent, whatever the caller expected).
+        Otherwise the promotion is a compare-and-swap like a fresh publish: a retry after
+        a rollback raises StaleBaseline instead of undoing the rollback."""
         meta = self.find_run(name, run_id, dag_id)
         assert meta is not None
         version = meta["version"]
-        current = self._read_current(self._model_dir(name))
-        needs_finish = (
-            (meta.get("stage") in (CANDIDATE, PUBLISHED) and (current is None or version > current))
-            or (version == current and meta.get("stage") != PUBLISHED)
-        )
+        mdir = self._model_dir(name)
+        current = self._read_current(mdir)
+        if version == current:
+            if meta.get("stage") != PUBLISHED:   # CURRENT written, meta not: repair
+                return self._promote(name, version, who=who, why=why, action="publish")
+            return meta
+        needs_finish = (meta.get("stage") in (CANDIDATE, PUBLISHED)
+                        and (current is None or version > current))
         if needs_finish:
+            self._compare(name, mdir, expect_current)
             return self._promote(name, version, who=who, why=why, action="publish")
         return meta
+
+    def _compare(self, name: str, mdir: Path, expect_current: int | None | _AnyCurrent
+                 ) -> None:
+        """Raise StaleBaseline unless CURRENT names `expect_current` (ANY: no check)."""
+        if expect_current is ANY:
+            return
+        current = self._read_current(mdir)
+        if current != expect_current:
+            raise StaleBaseline(name, expect_current, current)
 
     def _promote(self, name: str, version: int, *, who: str, why: str,
                  action: str) -> dict:
@@ -478,6 +544,15 @@ class Registry:
             "model_name": name, "version": version, "updated_at": now, "action": action,
             "who": who, "why": why, "previous_version": previous})
         return meta
+
+
+def _check_expectation(expect: Any) -> int | None | _AnyCurrent:
+    if expect is ANY or expect is None:
+        return expect
+    if isinstance(expect, bool) or not isinstance(expect, int) or expect < 1:
+        raise ValueError(f"expect_current must be a version number (>= 1), None (no "
+                         f"published version) or registry.ANY, got {expect!r}")
+    return expect
 
 
 def _publish_reason(gate: dict | None) -> str:

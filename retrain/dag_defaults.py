@@ -75,16 +75,25 @@ def publish_or_skip(model_name: str, asset, ctx: dict, *, dag_run, outlet_events
     """Body of every family's push task: publish a blessed candidate through the registry
     and attach the version to the model Asset's event; a shadow run or a rejected candidate
     is recorded and the task skipped: skipped, not failed (the run did its job), and a
-    skipped task emits no asset event, so nothing downstream sees an unpublished model."""
-    from airflow.sdk.exceptions import AirflowSkipException
+    skipped task emits no asset event, so nothing downstream sees an unpublished model.
 
+    Bad data fails the task without retry, as the factory's stages do: a StaleBaseline (the
+    version evaluation compared against is no longer current, design rule 20: only a fresh
+    evaluation can decide), a broken registry, a step that rejected its input."""
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+    from components.common.errors import BadData
+    from components.common.launch import BadDataFailed
     from components.push import publish_if_blessed
 
-    summary = publish_if_blessed(
-        model_name=model_name, registry_root=f"{ctx['home']}/registry",
-        run_dir=ctx["run_dir"], dag_id=dag_run.dag_id, run_id=ctx["run_id"],
-        span=ctx["span"], span_dir=ctx["span_dir"], evaluation=evaluation,
-        shadow=ctx["shadow"], headline=headline, **publish_kwargs)
+    try:
+        summary = publish_if_blessed(
+            model_name=model_name, registry_root=f"{ctx['home']}/registry",
+            run_dir=ctx["run_dir"], dag_id=dag_run.dag_id, run_id=ctx["run_id"],
+            span=ctx["span"], span_dir=ctx["span_dir"], evaluation=evaluation,
+            shadow=ctx["shadow"], headline=headline, **publish_kwargs)
+    except (BadData, BadDataFailed) as e:   # a retry cannot help (StaleBaseline among them)
+        raise AirflowFailException(str(e)) from None
     published = summary["published"]
     if ctx["shadow"] or not published:
         # Airflow logs a skip as a bare "Skipping task.": the reason is logged first, as

@@ -75,3 +75,70 @@ def test_shadow_run_evaluates_but_never_publishes(tmp_path, span_dir, preprocess
         serving_check_module="components.ctr.serving_check")
     assert summary["published"] is None and summary["shadow"] is True
     assert not (tmp_path / "registry" / "ctr").exists()
+
+
+def test_push_against_a_baseline_that_is_no_longer_current_is_refused(
+        tmp_path, span_dir, preprocessed, trained):
+    """Design rule 20: evaluation compared the candidate with v2; an operator rolled back to
+    v1 while the run was in flight. The push (forced, even) must not make the candidate
+    current over the rollback: it is refused, recorded and raised, and nothing is published."""
+    from components.common import lineage
+    from components.common.errors import BadData
+    from components.registry import StaleBaseline
+
+    registry = Registry(tmp_path / "registry")
+    for old_run in ("old-1", "old-2"):
+        registry.publish(trained["model_dir"], "ctr",
+                         {"run_id": old_run, "dag_id": "ctr_daily_retrain"})
+    evaluation = _evaluate(span_dir, trained["model_dir"], tmp_path / "eval", min_auc=0.0,
+                           baseline_model_dir=str(registry.model_path("ctr", 2)),
+                           force_reason="test: a forced publish is refused on stale facts too")
+    assert evaluation["blessed"] is True
+    evaluation = {**evaluation, "baseline_version": 2}   # as the DAG's evaluate task adds it
+    registry.rollback("ctr", 1, who="oncall", why="v2 regressed online")
+    before = sorted(p.name for p in (tmp_path / "registry" / "ctr").iterdir())
+
+    with pytest.raises(StaleBaseline) as caught:
+        _push(tmp_path, span_dir, preprocessed, trained["model_dir"], evaluation)
+    assert isinstance(caught.value, BadData)   # the task fails without retry
+    saved = json.loads((tmp_path / "run" / SUMMARY_FILE).read_text())
+    assert saved["published"] is None and saved["serving_check"]["passed"] is True
+    refused = saved["publish_refused"]
+    assert (refused["expected"], refused["current"]) == (2, 1)
+    assert refused["reason"] == str(caught.value)
+    assert "no longer current" in refused["reason"] and "model 'ctr'" in refused["reason"]
+    assert registry.current_version("ctr") == 1   # the rollback stands
+    assert sorted(p.name for p in (tmp_path / "registry" / "ctr").iterdir()) == before
+    assert registry.find_run("ctr", "run-1", "ctr_daily_retrain") is None
+    assert registry.check_report("ctr") == {"errors": [], "warnings": []}
+    assert "publish" not in lineage.read_records(tmp_path / "run")
+
+    # The push task (retrain.dag_defaults.publish_or_skip) fails it without retry.
+    from types import SimpleNamespace
+
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from retrain.dag_defaults import publish_or_skip
+    ctx = {"home": str(tmp_path), "run_dir": str(tmp_path / "run"), "run_id": "run-1",
+           "span": "2026-11-03", "span_dir": str(span_dir), "shadow": False}
+    with pytest.raises(AirflowFailException, match=r"no longer current \(expected current: "
+                                                   r"version 2; actual current: version 1;"):
+        publish_or_skip("ctr", "ctr_model", ctx,
+                        dag_run=SimpleNamespace(dag_id="ctr_daily_retrain"),
+                        outlet_events={}, evaluation=evaluation, headline=("auc", "log_loss"),
+                        validation={"report": "validation.json"}, preprocessed=preprocessed,
+                        trained={"model_dir": trained["model_dir"]},
+                        serving_check_module="components.ctr.serving_check")
+    assert registry.current_version("ctr") == 1
+    assert sorted(p.name for p in (tmp_path / "registry" / "ctr").iterdir()) == before
+
+    # Named explicitly, the baseline overrides the evaluation's (here: the current one).
+    summary = publish_if_blessed(
+        model_name="ctr", registry_root=str(tmp_path / "registry"),
+        run_dir=str(tmp_path / "run"), dag_id="ctr_daily_retrain", run_id="run-1",
+        span="2026-11-03", span_dir=str(span_dir), validation={"report": "validation.json"},
+        preprocessed=preprocessed, trained={"model_dir": trained["model_dir"]},
+        evaluation=evaluation, serving_check_module="components.ctr.serving_check",
+        baseline_version=1)
+    assert summary["published"]["version"] == 3 and "publish_refused" not in summary
+    assert registry.current_version("ctr") == 3 and registry.check("ctr") == []

@@ -449,3 +449,114 @@ def test_a_publish_refuses_a_current_that_names_a_missing_or_metaless_version(re
         reg.publish(model, "ctr", meta_for("run-2"))
     assert [p.name for p in (reg.root / "ctr").iterdir() if not p.name.startswith(".")] == [
         "CURRENT"]
+
+
+# ------------------------------------------------------------------ compare-and-swap
+
+def _versions_on_disk(reg: Registry, name: str = "ctr") -> list[str]:
+    return sorted(p.name for p in (reg.root / name).iterdir() if p.name != ".lock")
+
+
+def test_publish_with_the_expected_current_version_goes_through(reg, model):
+    first = reg.publish(model, "ctr", meta_for("run-1"), expect_current=None)  # empty model
+    assert first["version"] == 1 and reg.current_version("ctr") == 1
+    second = reg.publish(model, "ctr", meta_for("run-2"), expect_current=1)
+    assert second["version"] == 2 and reg.current_version("ctr") == 2
+    assert reg.get("ctr", 1)["stage"] == "archived"
+    assert reg.check("ctr") == []
+
+
+def test_publish_against_a_baseline_that_is_no_longer_current_is_refused(reg, model):
+    from components.common.errors import BadData
+    from components.registry import StaleBaseline
+    reg.publish(model, "ctr", meta_for("run-1"))
+    reg.publish(model, "ctr", meta_for("run-2"))
+    before = current_file(reg)
+    with pytest.raises(StaleBaseline) as caught:
+        reg.publish(model, "ctr", meta_for("run-3"), expect_current=1)
+    err = caught.value
+    assert isinstance(err, BadData)   # not retried
+    assert (err.model, err.expected, err.current) == ("ctr", 1, 2)
+    msg = str(err)
+    assert "model 'ctr'" in msg and "no longer current" in msg
+    assert "expected current: version 1" in msg and "actual current: version 2" in msg
+    assert _versions_on_disk(reg) == ["1", "2", "CURRENT"]   # no version dir, no .tmp-
+    assert current_file(reg) == before
+    assert reg.find_run("ctr", "run-3", "ctr_daily") is None
+    assert reg.check_report("ctr") == {"errors": [], "warnings": []}
+    # No number was allocated: the next publish (with the right baseline) gets 3.
+    assert reg.publish(model, "ctr", meta_for("run-3"), expect_current=2)["version"] == 3
+
+
+def test_a_candidate_evaluated_with_no_baseline_is_refused_once_a_model_is_published(reg, model):
+    from components.registry import StaleBaseline
+    reg.publish(model, "ctr", meta_for("run-1"), expect_current=None)
+    with pytest.raises(StaleBaseline, match=r"expected current: no published version; "
+                                            r"actual current: version 1"):
+        reg.publish(model, "ctr", meta_for("run-2"), expect_current=None)
+    assert _versions_on_disk(reg) == ["1", "CURRENT"]
+
+
+@pytest.mark.parametrize("bad", ["2", 0, -1, True, 2.0])
+def test_expect_current_must_be_a_version_none_or_any(reg, model, bad):
+    with pytest.raises(ValueError, match="expect_current"):
+        reg.publish(model, "ctr", meta_for("run-1"), expect_current=bad)
+    assert not (reg.root / "ctr").exists()
+    assert reg.publish(model, "ctr", meta_for("run-1"),
+                       expect_current=registry_mod.ANY)["version"] == 1
+
+
+def test_retried_publish_of_the_current_version_returns_it(reg, model):
+    reg.publish(model, "ctr", meta_for("run-1"))
+    done = reg.publish(model, "ctr", meta_for("run-2"), expect_current=1)
+    # The retried push task carries the same evaluation (baseline 1): it gets its version
+    # back, although CURRENT (2, its own) is no longer 1.
+    assert reg.publish(model, "ctr", meta_for("run-2"), expect_current=1) == done
+    assert _versions_on_disk(reg) == ["1", "2", "CURRENT"]
+    assert reg.current_version("ctr") == 2 and reg.check("ctr") == []
+
+
+def _publish_until_promotion_then_hang(root, model, ready):
+    """Runs in a forked child: publish, stopping for good (until SIGKILLed) right after the
+    candidate was renamed into its version dir, before it is marked published."""
+    real_write = registry_mod.write_json
+
+    def write_then_hang_in_version_dir(path, obj):
+        if Path(path).parent.name.isdigit():   # _promote's first write
+            ready.set()
+            time.sleep(120)
+        return real_write(path, obj)
+
+    registry_mod.write_json = write_then_hang_in_version_dir
+    Registry(root).publish(model, "ctr", meta_for("run-3"), expect_current=2)
+
+
+def test_retried_interrupted_publish_after_a_rollback_is_refused(reg, model):
+    from components.registry import StaleBaseline
+    reg.publish(model, "ctr", meta_for("run-1"))
+    reg.publish(model, "ctr", meta_for("run-2"))
+    ctx = mp.get_context("fork")
+    ready = ctx.Event()
+    proc = ctx.Process(target=_publish_until_promotion_then_hang, args=(reg.root, model, ready))
+    proc.start()
+    try:
+        assert ready.wait(30), "publisher never reached the promotion"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.join(30)
+    assert reg.get("ctr", 3)["stage"] == "candidate" and reg.current_version("ctr") == 2
+    # While the push task is down, an operator rolls back to version 1.
+    reg.rollback("ctr", 1, who="oncall", why="v2 regressed online")
+    with pytest.raises(StaleBaseline, match=r"expected current: version 2; actual current: "
+                                            r"version 1"):
+        reg.publish(model, "ctr", meta_for("run-3"), expect_current=2)
+    assert reg.current_version("ctr") == 1          # the rollback stands
+    assert reg.get("ctr", 3)["stage"] == "candidate"
+    assert [m["stage"] for m in reg.list_versions("ctr")] == ["published", "archived",
+                                                              "candidate"]
+    assert reg.check("ctr") == []
+    # Back to version 2 (what run-3 was evaluated against): the retry now finishes it.
+    reg.rollback("ctr", 2, who="oncall", why="false alarm")
+    finished = reg.publish(model, "ctr", meta_for("run-3"), expect_current=2)
+    assert finished["version"] == 3 and finished["stage"] == "published"
+    assert reg.current_version("ctr") == 3 and reg.check("ctr") == []
