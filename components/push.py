@@ -72,6 +72,9 @@ def publish_if_blessed(*, model_name: str, registry_root: str, run_dir: str, dag
     try:
         meta = registry.publish(trained["model_dir"], model_name, {
             "metrics": report["candidate"], "baseline_metrics": report["baseline"],
+            # How its held-out rows were chosen: a later evaluation against this version
+            # scores only rows held out under both splits (components.ctr.evaluate).
+            "split": report.get("split"),
             "data_span": span, "run_id": run_id, "dag_id": dag_id,
             "code_version": summary["code_version"], "gate": report["decision"],
             "source_model_uri": trained["model_dir"],

@@ -273,16 +273,18 @@ def _gate(decision: dict) -> str:
     rows = []
     for r in decision.get("rules") or []:
         ok = r.get("passed")
+        interval = (f'[{_num(r["delta_low"])}, {_num(r["delta_high"])}]'
+                    if "delta_low" in r and "delta_high" in r else "")
         rows.append(f'<tr class="{"pass" if ok else "fail"}"><td><code>{_e(r.get("name"))}'
-                    f'</code></td><td>{_num(r.get("observed"))}</td>'
+                    f'</code></td><td>{_num(r.get("observed"))}</td><td>{interval}</td>'
                     f'<td>{_num(r.get("limit"))}</td><td>{_num(r.get("baseline"))}</td>'
                     f'<td class="res">{"pass" if ok else "FAIL"}</td></tr>')
     reasons = "".join(f"<li>{_e(line)}</li>" for line in decision.get("reasons") or [])
     forced = ""
     if decision.get("force_reason"):
         forced = f'<p><b>Force reason:</b> {_e(decision["force_reason"])}</p>'
-    return ('<table class="grid"><thead><tr><th>rule</th><th>observed</th><th>limit</th>'
-            '<th>baseline</th><th>result</th></tr></thead><tbody>' + "".join(rows)
+    return ('<table class="grid"><thead><tr><th>rule</th><th>observed</th>'
+            '<th>interval<br><small>of the difference</small></th><th>limit</th><th>baseline</th><th>result</th></tr></thead><tbody>' + "".join(rows)
             + f'</tbody></table>{forced}<h3>Reasons, as recorded</h3>'
               f'<ol class="reasons">{reasons}</ol>')
 

@@ -1,7 +1,9 @@
 """Evaluate a candidate CTR model against the published one, then apply the gate.
 
-Both models score the same raw eval rows of the span (through their own serving
-signatures); the click probabilities that generated the labels give the Bayes-optimal
+Both models score the same raw held-out rows of the whole training window (no model ever
+trains on them; the span's own rows are a slice), through their own serving signatures;
+when the published model was trained with another held-out share, only rows held out
+under both splits are scored, and the report says so; the click probabilities that generated the labels give the Bayes-optimal
 figures on those rows, the ceiling any model can reach. Headline metrics carry paired
 bootstrap intervals, and per-slice metrics (`components.ctr.slices`) feed the gate's
 slice guards, so a better average cannot hide a segment that got worse.
@@ -36,13 +38,18 @@ class EvaluateSpec:
     out_dir: str
     baseline_model_dir: str | None = None
     eval_percent: int = 20
+    # The window's older days that were trained on (their held-out rows are scored too).
+    window_span_dirs: list[str] | None = None
     min_auc: float = 0.6
     max_auc_drop: float = 0.002
     max_log_loss_increase: float = 0.002
     # "interval": the two rules above on the paired bootstrap interval (fail only when
     # worse with 95 % confidence); "point": on the point estimates (components.gate).
     regression_test: str = "interval"
-    min_eval_rows: int = 0
+    # Evidence the gate needs before it may bless (components.gate.Thresholds).
+    min_eval_rows: int = 200
+    min_eval_positives: int = 20
+    refuse_confidently_worse: bool = True
     force_reason: str | None = None
     # Slices (components.ctr.slices.SLICES when None, none when []) and their guard.
     slices: list[str] | None = None
@@ -74,7 +81,7 @@ def _curves(labels, scores: dict) -> dict:
 
 
 def assess(labels, scores: dict, slice_values: dict, thresholds, force_reason: str | None = None,
-           n_resamples: int = 200, seed: int = 0) -> dict:
+           n_resamples: int = 200, seed: int = 0, notes: list[str] = ()) -> dict:
     """Everything eval.json holds about the models, from scores already computed.
 
     `scores` maps "candidate" (required), "baseline" and "bayes_optimal" (optional) to
@@ -95,7 +102,7 @@ def assess(labels, scores: dict, slice_values: dict, thresholds, force_reason: s
     decision = gate.decide(
         {**candidate, "slices": per_slice["candidate"]},
         baseline and {**baseline, "slices": per_slice["baseline"]},
-        thresholds, force_reason=force_reason)
+        thresholds, force_reason=force_reason, notes=list(notes))
     return {
         "rows": int(len(labels)),
         "candidate": candidate,
@@ -110,17 +117,77 @@ def assess(labels, scores: dict, slice_values: dict, thresholds, force_reason: s
     }
 
 
+SPAN_SLICE = "span"
+
+
+def split_of(cfg, eval_percent: int) -> dict:
+    """How the held-out rows were chosen; recorded with every published version."""
+    from components.ctr import features as F
+    return {"id_column": cfg.example_id, "hash": F.EVAL_HASH, "eval_percent": int(eval_percent)}
+
+
+def common_split(split: dict, baseline_model_dir: str | None) -> tuple[int, list[str]]:
+    """The held-out share both the candidate and the published model left out, and notes.
+    Rows in bucket < min(both shares) were held out by both: scoring more would score the
+    published model on its own training rows. Another id column or hash: refused."""
+    from components.common.atomic import read_json
+    if not baseline_model_dir:
+        return split["eval_percent"], []
+    meta_file = Path(baseline_model_dir) / "retrain_meta.json"
+    base = (read_json(meta_file) if meta_file.is_file() else {}).get("split")
+    if not isinstance(base, dict):
+        return split["eval_percent"], [
+            "the published model records no split (published before splits were pinned): "
+            f"assumed held out at eval_percent={split['eval_percent']} like the candidate"]
+    for key in ("id_column", "hash"):
+        if base.get(key) != split[key]:
+            raise ValueError(
+                f"the published model {baseline_model_dir} chose its held-out rows by "
+                f"{key} {base.get(key)!r}, the candidate by {split[key]!r}: no row is known "
+                "to be held out by both, so they cannot be compared (force-bless with a "
+                "reason to replace it)")
+    percent = min(int(base["eval_percent"]), split["eval_percent"])
+    if percent != split["eval_percent"]:
+        return percent, [f"the published model held out eval_percent={base['eval_percent']}, "
+                         f"this run {split['eval_percent']}: scored only rows held out by "
+                         f"both (eval_percent={percent})"]
+    return percent, []
+
+
+def read_window_eval_rows(span_dir: str, older_dirs: list[str], eval_percent: int, cfg):
+    """Held-out rows of the span first, then of the window's older days, with the day
+    each came from (the `span` slice: this span vs the earlier days)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from components.ctr import rawdata
+    tables, origin = [], []
+    for i, day_dir in enumerate([span_dir, *older_dirs]):
+        t = rawdata.read_eval_rows(day_dir, eval_percent, cfg)
+        tables.append(t)
+        origin.append(np.full(t.num_rows, "span" if i == 0 else "earlier days", dtype=object))
+    rows = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    return rows, np.concatenate(origin), [t.num_rows for t in tables]
+
+
 def run(spec: EvaluateSpec) -> dict:
     """Score candidate and baseline on the same rows; decide whether to bless; report."""
+    import numpy as np
+
     from components import gate
     from components.common.atomic import write_json
     from components.ctr import feature_config, rawdata, slices
 
     # The raw inputs each model takes come from the feature config it was trained with.
     cfg = feature_config.for_model_dir(spec.candidate_model_dir)
-    rows = rawdata.read_eval_rows(spec.span_dir, spec.eval_percent, cfg)
+    split = split_of(cfg, spec.eval_percent)
+    percent, notes = common_split(split, spec.baseline_model_dir)
+    older = [d for d in (spec.window_span_dirs or []) if d != spec.span_dir]
+    rows, origin, per_day = read_window_eval_rows(spec.span_dir, older, percent, cfg)
     if rows.num_rows == 0:
-        raise ValueError(f"no eval rows in {spec.span_dir} at eval_percent={spec.eval_percent}")
+        raise ValueError(f"no eval rows in {spec.span_dir} at eval_percent={percent}")
+    for note in notes:
+        log.warning("%s", note)
     labels = rows.column(cfg.label).to_numpy()
     scores = {"candidate": rawdata.predict(spec.candidate_model_dir,
                                            rawdata.to_raw_features(rows, cfg))}
@@ -135,8 +202,11 @@ def run(spec: EvaluateSpec) -> dict:
         scores["baseline"] = rawdata.predict(spec.baseline_model_dir,
                                              rawdata.to_raw_features(rows, base_cfg))
     try:
-        scores["bayes_optimal"] = rawdata.true_probabilities(
-            spec.span_dir, rows.column(cfg.example_id))
+        ids, start, truth = rows.column(cfg.example_id), 0, []
+        for day_dir, n in zip([spec.span_dir, *older], per_day):
+            truth.append(rawdata.true_probabilities(day_dir, ids.slice(start, n)))
+            start += n
+        scores["bayes_optimal"] = np.concatenate(truth)
     except FileNotFoundError:
         pass  # real logs carry no true probability
 
@@ -144,6 +214,8 @@ def run(spec: EvaluateSpec) -> dict:
                                  max_log_loss_increase=spec.max_log_loss_increase,
                                  regression_test=spec.regression_test,
                                  min_eval_rows=spec.min_eval_rows,
+                                 min_eval_positives=spec.min_eval_positives,
+                                 refuse_confidently_worse=spec.refuse_confidently_worse,
                                  max_slice_auc_drop=spec.max_slice_auc_drop,
                                  min_slice_rows=spec.min_slice_rows,
                                  min_slice_positives=spec.min_slice_positives)
@@ -154,20 +226,23 @@ def run(spec: EvaluateSpec) -> dict:
     else:
         wanted = list(cfg.slices)
     slice_values = slices.assign(rows, wanted, spec.top_categories)
+    if older:
+        slice_values[SPAN_SLICE] = origin
     assessed = assess(labels, scores, slice_values, thresholds, spec.force_reason,
-                      spec.bootstrap_resamples, spec.bootstrap_seed)
+                      spec.bootstrap_resamples, spec.bootstrap_seed, notes=notes)
     assessed["slices"]["top_categories"] = spec.top_categories
     candidate, baseline = assessed["candidate"], assessed["baseline"]
     bayes, decision = assessed["bayes_optimal"], gate.Decision.from_dict(assessed["decision"])
 
     out_dir = Path(spec.out_dir)
-    n_sample = min(spec.scores_sample_rows, rows.num_rows)
+    n_sample = min(spec.scores_sample_rows, per_day[0])   # the span's rows only
     sample = write_json(out_dir / SCORES_SAMPLE_FILE, {
         "model_dir": spec.candidate_model_dir, "span_dir": spec.span_dir,
         "eval_percent": spec.eval_percent, "output": "p_click",
         "example_ids": rows.column(cfg.example_id).slice(0, n_sample).to_pylist(),
         "scores": [float(x) for x in scores["candidate"][:n_sample]]})
-    report = {"span_dir": spec.span_dir, "eval_percent": spec.eval_percent,
+    report = {"span_dir": spec.span_dir, "eval_percent": percent, "split": split,
+              "window_span_dirs": [spec.span_dir, *older], "rows_per_day": per_day,
               "candidate_model_dir": spec.candidate_model_dir,
               "baseline_model_dir": spec.baseline_model_dir,
               "scores_sample": str(sample), **assessed}
@@ -184,7 +259,8 @@ def run(spec: EvaluateSpec) -> dict:
             "candidate": {k: candidate[k] for k in ("auc", "log_loss")},
             "baseline": baseline and {k: baseline[k] for k in ("auc", "log_loss")},
             "bayes_optimal": bayes and {k: bayes[k] for k in ("auc", "log_loss")},
-            "rows": rows.num_rows, "scores_sample_uri": str(sample),
+            "rows": rows.num_rows, "span_rows": per_day[0], "split": split,
+            "scored_eval_percent": percent, "scores_sample_uri": str(sample),
             "report_uri": report_uri, "report_error": report_error}
 
 

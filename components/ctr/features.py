@@ -58,6 +58,8 @@ def categorical_size(key: str) -> int:
 # it for a whole batch at once (`eval_mask`), where a cryptographic digest costs a Python
 # call per row (the preprocessing job hashes every row twice). Never change it: it decides
 # which rows of every day are held out, and so which rows no model ever trained on.
+# Its name is recorded with every published version (the split is pinned with the model).
+EVAL_HASH = "fnv1a64-splitmix-mod100"
 _FNV_OFFSET, _FNV_PRIME = 0xCBF29CE484222325, 0x100000001B3
 _MIX1, _MIX2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 _U64 = (1 << 64) - 1

@@ -38,6 +38,11 @@ def evaluate(ctx: dict, params: dict, upstream: dict) -> dict:
     return {"span_dir": ctx["span_dir"], "candidate_model_dir": upstream["train"]["model_dir"],
             "baseline_model_dir": upstream["published"],
             "out_dir": f"{ctx['run_dir']}/evaluation",
+            "window_span_dirs": [f"{ctx['raw_root']}/dt={d}" for d in
+                                 (upstream["preprocess"].get("window_screen") or {}).get(
+                                     "used", [ctx["span"]])],
             "eval_percent": params["eval_percent"], "min_auc": params["min_auc"],
+            "min_eval_rows": params["min_eval_rows"],
+            "min_eval_positives": params["min_eval_positives"],
             "force_reason": params.get("force_bless_reason"),
             "registry_root": f"{ctx['home']}/registry", "model_name": ctx["family"]}

@@ -148,7 +148,7 @@ def test_slice_guard_rejects_a_candidate_worse_on_one_device(span_dir, models, t
         span_dir=str(span_dir), candidate_model_dir=models["worse_on_ios"],
         baseline_model_dir=models["good"], out_dir=str(tmp_path), eval_percent=50,
         min_auc=0.0, max_auc_drop=1.0, max_log_loss_increase=10.0, slices=["device"],
-        min_slice_rows=200, min_slice_positives=10))
+        min_slice_rows=200, min_slice_positives=10, refuse_confidently_worse=False))
     assert result["blessed"] is False
     assert result["failed_rules"] == ["max_slice_auc_drop[device=ios]"]
     assert any(r.startswith("slice device=ios") and r.endswith(": fail")

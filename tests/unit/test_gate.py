@@ -168,7 +168,8 @@ def test_a_drop_inside_the_noise_is_not_rejected_but_one_outside_it_is():
     d = decide(inside, BASE, T)
     assert d.blessed, d.reasons
     r = rule(d, "max_auc_drop")
-    assert r["test"] == "paired_interval" and r["observed"] == 0.0070 and r["limit"] == -0.002
+    # observed: the point estimate; the interval beside it; passed on the interval's end
+    assert r["test"] == "paired_interval" and r["observed"] == -0.0030 and r["limit"] == -0.002
     assert (r["delta"], r["delta_low"], r["delta_high"]) == (-0.0030, -0.0130, 0.0070)
     assert any(line.startswith("judged on 4000 eval rows: the paired 95% interval of the auc "
                                "difference is 0.0200 wide") for line in d.reasons)
@@ -176,7 +177,7 @@ def test_a_drop_inside_the_noise_is_not_rejected_but_one_outside_it_is():
     outside = _with_interval(0.7712, 0.4505, (-0.0100, -0.0160, -0.0040),
                              (+0.0005, -0.0020, +0.0030))
     d = decide(outside, BASE, T)
-    assert not d.blessed and d.failed_rules == ["max_auc_drop"]
+    assert not d.blessed and d.failed_rules == ["max_auc_drop", "not_worse_auc"]
     assert any("[-0.0160, -0.0040]" in line and line.endswith(": fail") for line in d.reasons)
 
 
@@ -185,8 +186,36 @@ def test_log_loss_regression_judged_on_its_interval():
     assert decide(inside, BASE, T).blessed
     outside = _with_interval(0.7812, 0.4600, (0.0, -0.005, 0.005), (+0.0100, +0.0060, +0.0140))
     d = decide(outside, BASE, T)
-    assert d.failed_rules == ["max_log_loss_increase"]
-    assert rule(d, "max_log_loss_increase")["observed"] == 0.0060
+    assert d.failed_rules == ["max_log_loss_increase", "not_worse_log_loss"]
+    r = rule(d, "max_log_loss_increase")
+    assert (r["observed"], r["delta_low"], r["delta_high"]) == (0.0100, 0.0060, 0.0140)
+
+
+def test_a_candidate_worse_with_confidence_is_never_blessed_by_default():
+    """The UI case of issue "Chain of custody": AUC -0.0052, interval [-0.0103, -0.0004],
+    inside the 0.002 allowance at its better end, yet worse than the published model with
+    95 % confidence: blessed and published before; now refused, and switchable off."""
+    worse = _with_interval(0.7760, 0.4505, (-0.0052, -0.0103, -0.0004),
+                           (+0.0005, -0.0020, +0.0030))
+    d = decide(worse, BASE, T)
+    assert not d.blessed and d.failed_rules == ["not_worse_auc"], d.reasons
+    r = rule(d, "not_worse_auc")
+    assert (r["observed"], r["delta_low"], r["delta_high"]) == (-0.0052, -0.0103, -0.0004)
+    assert rule(d, "max_auc_drop")["passed"]
+    loose = Thresholds(**{**T.to_dict(), "refuse_confidently_worse": False})
+    assert decide(worse, BASE, loose).blessed
+
+
+def test_too_little_evidence_is_not_blessed_and_says_why():
+    few = {"auc": 0.91, "log_loss": 0.2, "n": 60, "positives": 3}
+    t = Thresholds(min_eval_rows=200, min_eval_positives=20)
+    d = decide(few, None, t)
+    assert not d.blessed and d.failed_rules == ["min_eval_rows", "min_eval_positives"]
+    assert any("eval positives 3 >= min_eval_positives 20" in line and line.endswith("fail")
+               for line in d.reasons)
+    assert decide({**few, "n": 2000, "positives": 90}, None, t).blessed
+    with pytest.raises(ValueError, match="min_eval_positives"):
+        Thresholds(min_eval_positives=-1)
 
 
 def test_without_a_usable_interval_the_gate_says_it_compared_points():
