@@ -414,6 +414,8 @@ def run_inputs_case(span: str | None = None, raw_root: Callable[[CaseEnv], str] 
         cfg = config(env) if config else ""
         rr = raw_root(env) if raw_root else str(env.raw_root)
         old = os.environ.get("RETRAIN_ALLOWED_DATA_ROOTS")
+        old_configs = os.environ.get("RETRAIN_CONFIG_ROOTS")
+        os.environ["RETRAIN_CONFIG_ROOTS"] = str(env.home)   # the cases' configs live there
         if roots:
             os.environ["RETRAIN_ALLOWED_DATA_ROOTS"] = roots(env)
         try:
@@ -425,6 +427,10 @@ def run_inputs_case(span: str | None = None, raw_root: Callable[[CaseEnv], str] 
                 except Exception as e:  # noqa: BLE001 - as resolve_span does
                     problems.append(f"{family.config_param} {cfg}: {e}")
         finally:
+            if old_configs is None:
+                os.environ.pop("RETRAIN_CONFIG_ROOTS", None)
+            else:
+                os.environ["RETRAIN_CONFIG_ROOTS"] = old_configs
             if roots:
                 if old is None:
                     os.environ.pop("RETRAIN_ALLOWED_DATA_ROOTS", None)

@@ -73,6 +73,22 @@ os.environ.update(_AIRFLOW_ENV)
 os.environ.setdefault("RETRAIN_MAX_FUTURE_DAYS", "3650")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _config_roots_include_the_test_temp_folders(tmp_path_factory):
+    """Config files a run's param names must lie in configured folders
+    (components/common/run_inputs.py); the tests write their users' configs under
+    tmp_path, so the session's pytest temp root is one (children inherit it). A value the
+    developer's shell already sets is kept after it."""
+    base = str(tmp_path_factory.getbasetemp().resolve())
+    old = os.environ.get("RETRAIN_CONFIG_ROOTS")
+    os.environ["RETRAIN_CONFIG_ROOTS"] = os.pathsep.join(p for p in (base, old) if p)
+    yield
+    if old is None:
+        os.environ.pop("RETRAIN_CONFIG_ROOTS", None)
+    else:
+        os.environ["RETRAIN_CONFIG_ROOTS"] = old
+
+
 def _check_config() -> None:
     from airflow import settings
 

@@ -6,18 +6,29 @@ step started: the step runs in its own process group, gets SIGTERM from the kern
 the task process dies however it dies (PR_SET_PDEATHSIG, even SIGKILL), and its entry
 point (`components.common.step`) then kills its whole group. Stdlib only, so DAG files may
 import it.
+
+The launcher's own files (the spec, the step's result) live in a scratch folder beside the
+step's output folder, in the run's own folder
+(`<run>/.<output>.launch-<step>-<pid>-<host>-XXXX`), removed on every exit Python sees; a
+launcher killed outright leaves it there, inside that run, and the next launcher of that
+output on this host removes it once its pid is gone. Only a spec that names no local
+output folder uses the system temp dir (`retrain-launch-<step>-XXXX`).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 from components.common.errors import BAD_DATA, TRANSIENT
 
@@ -119,9 +130,70 @@ def run_step(module: str, spec: dict, env: dict | None = None) -> dict:
     return _run_step_here(module, spec, env)
 
 
+OUTPUT_KEYS = ("out_dir", "output_dir")
+
+
+def output_dir_of(spec: dict) -> Path | None:
+    """The local output folder a step's spec names (`out_dir` / `output_dir`, at the top
+    or one level down, as a cluster spec's `train`), None if it names none (or a URL)."""
+    nested = [v for v in spec.values() if isinstance(v, dict)]
+    for level in (spec, *nested):
+        for key in OUTPUT_KEYS:
+            value = level.get(key)
+            if isinstance(value, str) and value and "://" not in value \
+                    and os.path.isabs(value):
+                return Path(value)
+    return None
+
+
+def _remove_stale(parent: Path, prefix: str) -> None:
+    """Scratch folders of launchers that are gone (killed outright: no `finally` ran)."""
+    from components.common.atomic import pid_alive
+    host = _host()
+    for old in parent.glob(f"{prefix}*"):
+        pid, _, rest = old.name[len(prefix):].partition("-")
+        # Only this host's: a pid says nothing about a launcher on another host that
+        # shares the artifact volume.
+        if old.is_dir() and pid.isdigit() and rest.startswith(f"{host}-") \
+                and not pid_alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname()) or "host"
+
+
+@contextlib.contextmanager
+def scratch_dir(output: str | os.PathLike | None, tag: str) -> Iterator[Path]:
+    """A private folder for a launcher's own files. Beside `output` (the step's output
+    folder, so inside the run's folder) as `.<output name>.<tag>-<pid>-<host>-XXXX`, stale
+    ones of this host's dead launchers removed first; with no output folder (or one whose
+    parent cannot be written) in the system temp dir as `retrain-<tag>-XXXX`. Removed on
+    success, failure, exception and SIGTERM-turned-exception; after a SIGKILL what is left
+    lies in the run."""
+    tmp = None
+    if output is not None:
+        output = Path(output)
+        prefix = f".{output.name}.{tag}-"
+        try:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            _remove_stale(output.parent, prefix)
+            tmp = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-{_host()}-",
+                                        dir=output.parent))
+        except OSError as e:
+            log.warning("no scratch folder beside %s (%s); using the system temp dir",
+                        output, type(e).__name__)
+    if tmp is None:
+        tmp = Path(tempfile.mkdtemp(prefix=f"retrain-{tag}-"))
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _run_step_here(module: str, spec: dict, env: dict | None = None) -> dict:
     name = module.rsplit(".", 1)[-1]
-    with tempfile.TemporaryDirectory(prefix=f"retrain-{name}-") as tmp:
+    with scratch_dir(output_dir_of(spec), f"launch-{name}") as tmp:
         result_file = Path(tmp) / "result.json"
         spec_file = Path(tmp) / "spec.json"
         spec_file.write_text(json.dumps(spec, default=str))

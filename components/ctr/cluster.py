@@ -8,7 +8,8 @@ restarts a worker that dies (the coordinator reschedules its work), fails clearl
 parameter server dies, and tears every process down on success, failure or when it is
 itself terminated: each child runs in its own process group, is killed by group, and
 also gets SIGKILL from the kernel if the launcher dies (PR_SET_PDEATHSIG), so nothing is
-orphaned.
+orphaned. Its own files (the chief's spec and result) sit beside the model's folder, in the
+run's folder (`.<out_dir name>.cluster-<pid>-<host>-XXXX`), removed on every exit.
 
 `ps_memory_limit_mb` enforces a per-parameter-server memory limit the way a container
 runtime's OOM killer does: the launcher samples each ps's private (anonymous) resident
@@ -32,12 +33,11 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
-from components.common.launch import die_with_parent
+from components.common.launch import die_with_parent, output_dir_of, scratch_dir
 from components.common.step import main
 
 log = logging.getLogger("retrain.cluster")
@@ -170,12 +170,19 @@ def run(spec: ClusterSpec, sink=None) -> dict:
         if key not in train:
             raise ValueError(f"train spec needs {key!r}")
     sink = sink or _default_sink
+    # The chief's spec and result: beside the model's folder, in the run's own folder
+    # (removed on every exit; a SIGKILLed launcher leaves it inside that run, never in
+    # the system temp dir, and the next launcher there removes it).
+    with scratch_dir(output_dir_of({"out_dir": train["out_dir"]}), "cluster") as tmp:
+        return _run_cluster(spec, train, sink, tmp)
+
+
+def _run_cluster(spec: ClusterSpec, train: dict, sink, tmp: Path) -> dict:
     cluster = cluster_def(spec.num_ps, spec.num_workers, spec.host)
     base_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
                 "PYTHONUNBUFFERED": "1"}
     base_env.pop("TF_CONFIG", None)
     py = sys.executable
-    tmp = Path(tempfile.mkdtemp(prefix="retrain-cluster-"))
     spec_file, result_file = tmp / "train_spec.json", tmp / "result.json"
     spec_file.write_text(json.dumps(train))
 

@@ -14,6 +14,12 @@ writes it into the exported SavedModel (`assets.extra/feature_config.json`,
 
 Stdlib + PyYAML only, so DAG files can import it.
 
+Errors name, never echo (rule 22): a problem names the file, a key or a place
+(`features[2] 'country'`), the rule and the expected type; a wrong value is shown only if it
+is a number out of its bounds or a short word where the config takes a name or a choice
+(`unknown kind 'numerical'`); a syntax error gives the line and column, not the text
+(`components.common.run_inputs`: read_config_file, key_text, word_text, what).
+
 Kinds and transforms (raw column type in brackets, as `raw_columns()` reports it):
 
 - numeric [float, null allowed -> NaN]: `zscore`, `log_zscore` (log1p of max(x, 0), then
@@ -49,6 +55,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from components.common.errors import ConfigError
+from components.common.run_inputs import (is_word, key_text, number_text,
+                                          parse_config_text, read_config_file, what,
+                                          word_text, words_text)
 
 FEATURE_CONFIG_FILE = "feature_config.json"   # in the preprocess output dir
 # Inside an exported SavedModel (TF Serving's folder for extra files), so the config
@@ -353,10 +362,24 @@ class _Problems:
         self.items.append(f"{where}: {what}")
 
 
+def _where(section: str, i: int, name) -> str:
+    """`features[3] 'age'`: the place of a list entry, with its name if that is a short
+    word (a name that is not one is reported, never shown)."""
+    return f"{section}[{i}] {word_text(name)}" if is_word(name) else f"{section}[{i}]"
+
+
+def _quoted(key) -> str:
+    """A parameter name as `unknown parameter 'topk'` shows it (see key_text)."""
+    return repr(key) if is_word(key) else key_text(key)
+
+
 def _int_param(value, where: str, key: str, problems: _Problems) -> int | None:
     low = _PARAM_MIN[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        problems.add(where, f"{key} must be an integer >= {low}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int):
+        problems.add(where, f"{key} must be an integer >= {low}, got {what(value)}")
+        return None
+    if value < low:
+        problems.add(where, f"{key} must be an integer >= {low}, got {value}")
         return None
     return value
 
@@ -365,27 +388,27 @@ def _str_list(value, where: str, problems: _Problems) -> tuple[str, ...]:
     if value is None:
         return ()
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        problems.add(where, f"must be a list of names, got {value!r}")
+        problems.add(where, f"must be a list of names, got {what(value)}")
         return ()
     return tuple(value)
 
 
 def _parse_feature(i: int, raw, problems: _Problems) -> Feature | None:
     if not isinstance(raw, Mapping):
-        problems.add(f"features[{i}]", f"must be a mapping, got {raw!r}")
+        problems.add(f"features[{i}]", f"must be a mapping, got {what(raw)}")
         return None
     name = raw.get("name")
-    where = f"features[{i}] {name!r}" if isinstance(name, str) else f"features[{i}]"
+    where = _where("features", i, name)
     ok = True
     if not isinstance(name, str) or not _NAME.match(name):
-        problems.add(where, f"name must match {_NAME.pattern}, got {name!r}")
+        problems.add(where, f"name must match {_NAME.pattern}, got {word_text(name)}")
         ok = False
     kind, transform = raw.get("kind"), raw.get("transform")
-    if kind not in KINDS:
-        problems.add(where, f"unknown kind {kind!r} (kinds: {', '.join(KINDS)})")
+    if not isinstance(kind, str) or kind not in KINDS:
+        problems.add(where, f"unknown kind {word_text(kind)} (kinds: {', '.join(KINDS)})")
         return None
-    if transform not in _TRANSFORM_PARAMS:
-        problems.add(where, f"unknown transform {transform!r} (transforms of {kind}: "
+    if not isinstance(transform, str) or transform not in _TRANSFORM_PARAMS:
+        problems.add(where, f"unknown transform {word_text(transform)} (transforms of {kind}: "
                             f"{', '.join(KINDS[kind])})")
         return None
     if transform not in KINDS[kind]:
@@ -398,10 +421,10 @@ def _parse_feature(i: int, raw, problems: _Problems) -> Feature | None:
     if kind == "categorical":
         params["dtype"] = False
     values: dict[str, Any] = {}
-    for key in sorted(set(raw) - {"name", "kind", "transform", "description"}):
+    for key in sorted(set(raw) - {"name", "kind", "transform", "description"}, key=str):
         if key not in params:
             allowed = ", ".join(sorted(params)) or "none"
-            problems.add(where, f"unknown parameter {key!r} for {kind}/{transform} "
+            problems.add(where, f"unknown parameter {_quoted(key)} for {kind}/{transform} "
                                 f"(allowed: {allowed})")
             ok = False
     for key, required in params.items():
@@ -412,7 +435,7 @@ def _parse_feature(i: int, raw, problems: _Problems) -> Feature | None:
             continue
         if key == "dtype":
             if raw[key] not in ("str", "int"):
-                problems.add(where, f"dtype must be 'str' or 'int', got {raw[key]!r}")
+                problems.add(where, f"dtype must be 'str' or 'int', got {word_text(raw[key])}")
                 ok = False
             else:
                 values[key] = raw[key]
@@ -431,7 +454,7 @@ def _parse_feature(i: int, raw, problems: _Problems) -> Feature | None:
         values["oov_buckets"] = 1
     description = raw.get("description", "")
     if not isinstance(description, str):
-        problems.add(where, f"description must be a string, got {description!r}")
+        problems.add(where, f"description must be a string, got {what(description)}")
         ok = False
     if not ok:
         return None
@@ -450,18 +473,19 @@ def from_dict(d: Mapping[str, Any], source: str = "") -> FeatureConfig:
     if not isinstance(d, Mapping):
         raise ConfigError(f"feature config{' ' + source if source else ''} must be a mapping "
                          f"at the top level, got {type(d).__name__}")
-    for key in sorted(set(d) - _TOP_KEYS):
-        problems.add(key, f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})")
+    for key in sorted(set(d) - _TOP_KEYS, key=str):
+        problems.add(key_text(key), f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})")
     cfg_name = d.get("name", "")
     for key in ("name", "description"):
         if not isinstance(d.get(key, ""), str):
-            problems.add(key, f"must be a string, got {d.get(key)!r}")
+            problems.add(key, f"must be a string, got {what(d.get(key))}")
     label, example_id = d.get("label"), d.get("example_id")
     for key, value in (("label", label), ("example_id", example_id)):
         if not isinstance(value, str) or not _NAME.match(value):
-            problems.add(key, f"must be a column name matching {_NAME.pattern}, got {value!r}")
+            problems.add(key, f"must be a column name matching {_NAME.pattern}, got "
+                              f"{word_text(value)}")
     if isinstance(label, str) and label == example_id:
-        problems.add("example_id", f"is the same column as the label ({label!r})")
+        problems.add("example_id", f"is the same column as the label ({word_text(label)})")
 
     raw_features = d.get("features")
     features: list[Feature] = []
@@ -473,7 +497,7 @@ def from_dict(d: Mapping[str, Any], source: str = "") -> FeatureConfig:
         f = _parse_feature(i, raw, problems)
         name = raw.get("name") if isinstance(raw, Mapping) else None
         if isinstance(name, str):
-            where = f"features[{i}] {name!r}"
+            where = _where("features", i, name)
             if name in seen:
                 problems.add(where, f"duplicate name (also {seen[name]})")
             elif name in (label, example_id):
@@ -483,26 +507,28 @@ def from_dict(d: Mapping[str, Any], source: str = "") -> FeatureConfig:
         if f is not None:
             features.append(f)
     by_name = {f.name: f for f in features}
-    raw_names = {r.get("name") for r in raw_features if isinstance(r, Mapping)}
+    raw_names = {r.get("name") for r in raw_features
+                 if isinstance(r, Mapping) and isinstance(r.get("name"), str)}
 
     crosses: list[Cross] = []
     raw_crosses = d.get("crosses") or []
     if not isinstance(raw_crosses, list):
-        problems.add("crosses", f"must be a list, got {raw_crosses!r}")
+        problems.add("crosses", f"must be a list, got {what(raw_crosses)}")
         raw_crosses = []
     for i, raw in enumerate(raw_crosses):
         if not isinstance(raw, Mapping):
-            problems.add(f"crosses[{i}]", f"must be a mapping, got {raw!r}")
+            problems.add(f"crosses[{i}]", f"must be a mapping, got {what(raw)}")
             continue
         name = raw.get("name")
-        where = f"crosses[{i}] {name!r}" if isinstance(name, str) else f"crosses[{i}]"
+        where = _where("crosses", i, name)
         ok = True
-        for key in sorted(set(raw) - {"name", "features", "hash_buckets", "description"}):
-            problems.add(where, f"unknown parameter {key!r} (allowed: name, features, "
+        for key in sorted(set(raw) - {"name", "features", "hash_buckets", "description"},
+                          key=str):
+            problems.add(where, f"unknown parameter {_quoted(key)} (allowed: name, features, "
                                 f"hash_buckets, description)")
             ok = False
         if not isinstance(name, str) or not _NAME.match(name):
-            problems.add(where, f"name must match {_NAME.pattern}, got {name!r}")
+            problems.add(where, f"name must match {_NAME.pattern}, got {word_text(name)}")
             ok = False
         elif name in seen or name in (label, example_id):
             problems.add(where, f"duplicate name (also {seen.get(name, 'label/example_id')})")
@@ -512,25 +538,25 @@ def from_dict(d: Mapping[str, Any], source: str = "") -> FeatureConfig:
         members = _str_list(raw.get("features"), f"{where}.features", problems)
         if len(members) < 2:
             problems.add(f"{where}.features", f"a cross needs at least 2 features, got "
-                                              f"{list(members)}")
+                                              f"{words_text(members)}")
             ok = False
         if len(set(members)) != len(members):
-            problems.add(f"{where}.features", f"lists a feature twice: {list(members)}")
+            problems.add(f"{where}.features", f"lists a feature twice: {words_text(members)}")
             ok = False
         for m in members:
             if m in by_name:
                 if by_name[m].kind != "categorical":
-                    problems.add(f"{where}.features", f"{m!r} is {by_name[m].kind}, only "
+                    problems.add(f"{where}.features", f"{word_text(m)} is {by_name[m].kind}, only "
                                                       f"categorical features can be crossed")
                     ok = False
             elif m in raw_names:
                 ok = False      # the feature itself is invalid and reported above
             elif seen.get(m, "").startswith("crosses"):
-                problems.add(f"{where}.features", f"{m!r} is a cross; only categorical "
+                problems.add(f"{where}.features", f"{word_text(m)} is a cross; only categorical "
                                                   f"features can be crossed")
                 ok = False
             else:
-                problems.add(f"{where}.features", f"unknown feature {m!r}")
+                problems.add(f"{where}.features", f"unknown feature {word_text(m)}")
                 ok = False
         buckets = raw.get("hash_buckets")
         if buckets is None:
@@ -549,10 +575,10 @@ def from_dict(d: Mapping[str, Any], source: str = "") -> FeatureConfig:
         f = by_name.get(s)
         if f is None:
             if s not in raw_names:
-                problems.add(f"slices[{i}]", f"unknown column {s!r} (slices must be "
+                problems.add(f"slices[{i}]", f"unknown column {word_text(s)} (slices must be "
                                              f"categorical feature columns)")
         elif f.kind != "categorical":
-            problems.add(f"slices[{i}]", f"{s!r} is {f.kind}; slices must be categorical "
+            problems.add(f"slices[{i}]", f"{word_text(s)} is {f.kind}; slices must be categorical "
                                          f"feature columns")
 
     # Output names must not collide (e.g. a feature "price_missing" vs price's indicator).
@@ -561,27 +587,28 @@ def from_dict(d: Mapping[str, Any], source: str = "") -> FeatureConfig:
         names = [f.output] + ([missing_name(f.name)] if not f.is_categorical_output else [])
         for n in names:
             if n in outputs:
-                problems.add(f"features {f.name!r}", f"output name {n!r} collides with "
-                                                     f"{outputs[n]}")
-            outputs[n] = f"feature {f.name!r}"
+                problems.add(f"features {word_text(f.name)}",
+                             f"output name {word_text(n)} collides with {outputs[n]}")
+            outputs[n] = f"feature {word_text(f.name)}"
     for c in crosses:
         if c.output in outputs:
-            problems.add(f"crosses {c.name!r}", f"output name {c.output!r} collides with "
-                                                f"{outputs[c.output]}")
+            problems.add(f"crosses {word_text(c.name)}", f"output name "
+                         f"{word_text(c.output)} collides with {outputs[c.output]}")
     if isinstance(label, str) and label in outputs:
-        problems.add("label", f"{label!r} collides with the output of {outputs[label]}")
+        problems.add("label", f"{word_text(label)} collides with the output of {outputs[label]}")
 
     model = ModelDefaults()
     raw_model = d.get("model") or {}
     if not isinstance(raw_model, Mapping):
-        problems.add("model", f"must be a mapping, got {raw_model!r}")
+        problems.add("model", f"must be a mapping, got {what(raw_model)}")
         raw_model = {}
     allowed = ("deep_fields", "count_features", "id_l2", "fm_fields")
-    for key in sorted(set(raw_model) - set(allowed)):
-        problems.add(f"model.{key}", f"unknown key (allowed: {', '.join(allowed)})")
+    for key in sorted(set(raw_model) - set(allowed), key=str):
+        problems.add(f"model.{key_text(key)}", f"unknown key (allowed: {', '.join(allowed)})")
     categorical = [f.name for f in features if f.is_categorical_output] + \
         [c.name for c in crosses]
-    declared = raw_names | {r.get("name") for r in raw_crosses if isinstance(r, Mapping)}
+    declared = raw_names | {r.get("name") for r in raw_crosses
+                            if isinstance(r, Mapping) and isinstance(r.get("name"), str)}
     multi = {f.name for f in features if f.kind in ("multi_categorical", "text")}
     deep = _str_list(raw_model.get("deep_fields"), "model.deep_fields", problems)
     counts = _str_list(raw_model.get("count_features"), "model.count_features", problems)
@@ -590,7 +617,9 @@ def from_dict(d: Mapping[str, Any], source: str = "") -> FeatureConfig:
     if not isinstance(id_l2, Mapping) or not all(
             isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
             and v >= 0 for k, v in id_l2.items()):
-        problems.add("model.id_l2", f"must map field names to numbers >= 0, got {id_l2!r}")
+        problems.add("model.id_l2", f"must map field names to numbers >= 0, got {what(id_l2)}"
+                                    if not isinstance(id_l2, Mapping) else
+                                    "must map field names to numbers >= 0")
         id_l2 = {}
     for key, names in (("deep_fields", deep), ("count_features", counts),
                        ("id_l2", list(id_l2)), ("fm_fields", fm)):
@@ -598,12 +627,14 @@ def from_dict(d: Mapping[str, Any], source: str = "") -> FeatureConfig:
             if n not in categorical and n in declared and n not in by_name:
                 continue    # an invalid feature or cross, reported above
             if n not in categorical:
-                problems.add(f"model.{key}", f"{n!r} is not a categorical feature or cross")
+                problems.add(f"model.{key}",
+                             f"{word_text(n)} is not a categorical feature or cross")
             elif key in ("count_features", "fm_fields") and n in multi:
-                problems.add(f"model.{key}", f"{n!r} is multi-valued; {key} need "
+                problems.add(f"model.{key}", f"{word_text(n)} is multi-valued; {key} need "
                                              f"single-valued fields")
     if len(fm) == 1:
-        problems.add("model.fm_fields", f"crosses pairs of fields: name two or more, got {fm!r}")
+        problems.add("model.fm_fields", f"crosses pairs of fields: name two or more, got "
+                                        f"{words_text(fm)}")
     model = ModelDefaults(deep_fields=deep, count_features=counts,
                           id_l2=tuple((k, float(v)) for k, v in id_l2.items()),
                           fm_fields=fm)
@@ -655,26 +686,28 @@ def _parse_validation(raw, features, label, example_id, declared: set,
     if raw is None:
         return Validation()
     if not isinstance(raw, Mapping):
-        problems.add("validation", f"must be a mapping, got {raw!r}")
+        problems.add("validation", f"must be a mapping, got {what(raw)}")
         return Validation()
-    for key in sorted(set(raw) - set(_VALIDATION_KEYS)):
-        problems.add(f"validation.{key}", f"unknown key (allowed: {', '.join(_VALIDATION_KEYS)})")
+    for key in sorted(set(raw) - set(_VALIDATION_KEYS), key=str):
+        problems.add(f"validation.{key_text(key)}",
+                     f"unknown key (allowed: {', '.join(_VALIDATION_KEYS)})")
     sections = {}
     for key in _VALIDATION_KEYS:
         value = raw.get(key) or {}
         if not isinstance(value, Mapping):
-            problems.add(f"validation.{key}", f"must be a mapping, got {value!r}")
+            problems.add(f"validation.{key}", f"must be a mapping, got {what(value)}")
             value = {}
         sections[key] = value
     thresholds = _parse_thresholds(sections["thresholds"], problems)
-    kinds = {example_id: "str", label: "int", **{f.name: f.raw_type for f in features}}
+    kinds = {k: t for k, t in ((example_id, "str"), (label, "int")) if isinstance(k, str)}
+    kinds.update({f.name: f.raw_type for f in features})
     extra = []
     for name, kind in sections["extra_columns"].items():
-        where = f"validation.extra_columns.{name}"
+        where = f"validation.extra_columns.{key_text(name)}"
         if name in kinds:
             problems.add(where, "is already a column of the config")
         elif kind not in ("str", "int", "float"):
-            problems.add(where, f"kind must be str, int or float, got {kind!r}")
+            problems.add(where, f"kind must be str, int or float, got {word_text(kind)}")
         else:
             extra.append((name, kind))
     kinds.update(dict(extra))
@@ -683,11 +716,11 @@ def _parse_validation(raw, features, label, example_id, declared: set,
         if column not in kinds and column in declared:
             return False                 # an invalid feature, reported above
         if column not in kinds:
-            problems.add(f"validation.{section}.{column}", "is not a column of the config "
-                         f"(columns: {sorted(kinds)})")
+            problems.add(f"validation.{section}.{key_text(column)}", "is not a column of the "
+                         f"config (columns: {words_text(sorted(kinds, key=str))})")
             return False
         if allowed_kinds and kinds[column] not in allowed_kinds:
-            problems.add(f"validation.{section}.{column}",
+            problems.add(f"validation.{section}.{key_text(column)}",
                          f"needs a {' or '.join(allowed_kinds)} column, it is {kinds[column]}")
             return False
         return True
@@ -698,8 +731,8 @@ def _parse_validation(raw, features, label, example_id, declared: set,
             continue
         if (not isinstance(bounds, (list, tuple)) or len(bounds) != 2
                 or not all(_number_or_none(b) for b in bounds) or bounds == [None, None]):
-            problems.add(f"validation.ranges.{column}", f"must be [min, max] (numbers, one "
-                                                        f"may be null), got {bounds!r}")
+            problems.add(f"validation.ranges.{column}", "must be [min, max] (numbers, one "
+                                                        f"may be null), got {what(bounds)}")
             continue
         ranges.append((column, bounds[0], bounds[1]))
     allowed = []
@@ -708,7 +741,7 @@ def _parse_validation(raw, features, label, example_id, declared: set,
             continue
         if not isinstance(values, (list, tuple)) or not values:
             problems.add(f"validation.allowed_values.{column}",
-                         f"must be a non-empty list, got {values!r}")
+                         f"must be a non-empty list, got {what(values)}")
             continue
         allowed.append((column, tuple(values)))
     patterns = []
@@ -717,14 +750,19 @@ def _parse_validation(raw, features, label, example_id, declared: set,
             continue
         try:
             re.compile(regex)
-        except (re.error, TypeError) as e:
-            problems.add(f"validation.patterns.{column}", f"is not a regular expression: {e}")
+        except re.error as e:
+            at = f" (error at position {e.pos})" if e.pos is not None else ""
+            problems.add(f"validation.patterns.{column}", f"is not a regular expression{at}")
+            continue
+        except TypeError:
+            problems.add(f"validation.patterns.{column}", f"must be a regular expression "
+                                                          f"(a string), got {what(regex)}")
             continue
         patterns.append((column, regex))
     drift = []
     by_name = {f.name: f for f in features}
     for name, rule in sections["drift"].items():
-        where = f"validation.drift.{name}"
+        where = f"validation.drift.{key_text(name)}"
         f = by_name.get(name)
         if f is None and name in declared:
             continue                     # an invalid feature, reported above
@@ -732,17 +770,20 @@ def _parse_validation(raw, features, label, example_id, declared: set,
             problems.add(where, "drift is measured on numeric and categorical features only")
             continue
         if not isinstance(rule, Mapping) or set(rule) - {"metric", "max", "severity"}:
-            problems.add(where, f"must be {{metric, max, severity}}, got {rule!r}")
+            problems.add(where, "must be {metric, max, severity}, got " + (
+                what(rule) if not isinstance(rule, Mapping) else "unknown key(s) " + ", ".join(
+                    key_text(k) for k in sorted(set(rule) - {"metric", "max", "severity"},
+                                                key=str))))
             continue
         metric, limit = rule.get("metric"), rule.get("max")
         severity = rule.get("severity", "warning")
         if metric not in _DRIFT_METRICS[f.kind]:
             problems.add(where, f"metric of a {f.kind} feature must be one of "
-                                f"{_DRIFT_METRICS[f.kind]}, got {metric!r}")
+                                f"{_DRIFT_METRICS[f.kind]}, got {word_text(metric)}")
         elif not _number_or_none(limit) or limit is None or limit < 0:
-            problems.add(where, f"max must be a number >= 0, got {limit!r}")
+            problems.add(where, f"max must be a number >= 0, got {number_text(limit)}")
         elif severity not in ("error", "warning"):
-            problems.add(where, f"severity must be error or warning, got {severity!r}")
+            problems.add(where, f"severity must be error or warning, got {word_text(severity)}")
         else:
             drift.append((name, metric, float(limit), severity))
     return Validation(*(tuple(sorted(x, key=lambda e: e[0]))
@@ -752,20 +793,20 @@ def _parse_validation(raw, features, label, example_id, declared: set,
 def _parse_thresholds(raw: Mapping, problems: _Problems) -> list[tuple[str, float]]:
     out = []
     for name, value in raw.items():
-        where = f"validation.thresholds.{name}"
+        where = f"validation.thresholds.{key_text(name)}"
         if name not in THRESHOLDS:
             problems.add(where, f"unknown threshold (known: {', '.join(THRESHOLDS)})")
         elif name in _INT_THRESHOLDS and (isinstance(value, bool) or not isinstance(value, int)
                                           or value < (1 if name == "history_days" else 0)):
-            problems.add(where, f"must be a whole number >= 0, got {value!r}")
+            problems.add(where, f"must be a whole number >= 0, got {number_text(value)}")
         elif name not in _INT_THRESHOLDS and (not _number_or_none(value) or value is None
                                               or value < 0 or (name in _SHARE_THRESHOLDS
                                                                and value > 1)):
-            problems.add(where, f"must be a number in [0, 1], got {value!r}"
+            problems.add(where, f"must be a number in [0, 1], got {number_text(value)}"
                          if name in _SHARE_THRESHOLDS else f"must be a number >= 1, got "
-                         f"{value!r}")
+                         f"{number_text(value)}")
         elif name == "max_row_ratio" and value < 1:
-            problems.add(where, f"must be a number >= 1, got {value!r}")
+            problems.add(where, f"must be a number >= 1, got {number_text(value)}")
         else:
             out.append((name, value))
     merged = {**THRESHOLDS, **dict(out)}
@@ -776,29 +817,31 @@ def _parse_thresholds(raw: Mapping, problems: _Problems) -> list[tuple[str, floa
     return out
 
 
-def loads(text: str, source: str = "") -> FeatureConfig:
-    """Parse YAML (JSON is a subset of it) and validate."""
-    import yaml
+def _checked(data, source: str) -> FeatureConfig:
+    """from_dict on parsed file data; a shape the checks did not foresee is refused as a
+    ConfigError naming the file, never with a message that could quote it."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"feature config {source or '(text)'} is not valid YAML/JSON: {e}") from e
-    return from_dict(data if data is not None else {}, source=source)
+        return from_dict(data if data is not None else {}, source=source)
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - e.g. an unhashable name: refused, not echoed
+        raise ConfigError(f"invalid feature config {source or '(text)'}: its structure "
+                          f"cannot be checked ({type(e).__name__})") from None
+
+
+def loads(text: str, source: str = "") -> FeatureConfig:
+    """Parse YAML (JSON is a subset of it) and validate. A syntax error names the line
+    and column, never the text (rule 22)."""
+    return _checked(parse_config_text(text, source, "feature config"), source)
 
 
 def load(path: str | Path) -> FeatureConfig:
-    """Read a YAML (.yaml/.yml) or JSON (.json) feature config file and validate it."""
+    """Read a YAML (.yaml/.yml) or JSON (.json) feature config file and validate it.
+    No error quotes the file: it names the file, a line and column, keys and places."""
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"feature config {p} does not exist")
-    text = p.read_text(encoding="utf-8")
-    if p.suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"feature config {p} is not valid JSON: {e}") from e
-        return from_dict(data, source=str(p))
-    return loads(text, source=str(p))
+    return _checked(read_config_file(p, "feature config"), str(p))
 
 
 @functools.lru_cache(maxsize=1)

@@ -17,7 +17,10 @@ with its place (`tasks.sentiment.labels: ...`), as the CTR feature config does.
         labels: [no, yes]
         thresholds: [2]
 
-Stdlib + PyYAML only (parsed in the steps; the DAG only passes the path on).
+Stdlib + PyYAML only (parsed in the steps; the DAG only passes the path on). Errors name,
+never echo (rule 22): the file, the key and its place, the rule; a value only if it is a
+number out of bounds or a short word where a name or a choice goes; a syntax error only
+its line and column (`components.common.run_inputs`).
 """
 from __future__ import annotations
 
@@ -31,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from components.common.errors import ConfigError
+from components.common.run_inputs import (key_text, number_text, read_config_file, what,
+                                          word_text, words_text)
 
 PACKAGED_DIR = Path(__file__).resolve().parent / "configs"
 DEFAULT_CONFIG = PACKAGED_DIR / "reviews.yaml"
@@ -195,27 +200,33 @@ def _fill(cls, raw, where: str, problems: _Problems):
     if raw is None:
         return cls()
     if not isinstance(raw, dict):
-        problems.add(where, f"must be a mapping, got {raw!r}")
+        problems.add(where, f"must be a mapping, got {what(raw)}")
         return cls()
     fields = {f.name: f for f in dataclasses.fields(cls)}
     values = {}
     for key, value in raw.items():
         if key not in fields:
-            problems.add(f"{where}.{key}", f"unknown key (allowed: {', '.join(fields)})")
+            problems.add(f"{where}.{key_text(key)}", f"unknown key (allowed: {', '.join(fields)})")
             continue
         default = fields[key].default
         if isinstance(default, bool):
             ok = isinstance(value, bool)
+            expected = "true or false"
         elif isinstance(default, int) or key.startswith(("min_rows", "max_rows")):
             ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+            expected = "an integer >= 0"
         else:
             ok = (value is None and default is None) or (_number(value) and value >= 0)
+            expected = f"a number >= 0{' or null' if default is None else ''}"
         if not ok:
-            problems.add(f"{where}.{key}", f"must be {type(default).__name__} >= 0"
-                         f"{' or null' if default is None else ''}, got {value!r}")
+            # a number of the right kind out of range is shown; anything else by its type
+            shown = (number_text(value) if not isinstance(default, bool) and _number(value)
+                     else what(value))
+            problems.add(f"{where}.{key}", f"must be {expected}, got {shown}")
             continue
         if key.endswith(_SHARE_SUFFIXES) and value is not None and value > 1:
-            problems.add(f"{where}.{key}", f"is a share: must be in [0, 1], got {value!r}")
+            problems.add(f"{where}.{key}", f"is a share: must be in [0, 1], got "
+                                           f"{number_text(value)}")
             continue
         values[key] = value
     merged = {f: values.get(f, fields[f].default) for f in fields}
@@ -229,50 +240,54 @@ def _fill(cls, raw, where: str, problems: _Problems):
 
 
 def _parse_task(name, raw, problems: _Problems) -> Task | None:
-    where = f"tasks.{name}"
+    where = f"tasks.{key_text(name)}"
     if not isinstance(name, str) or not _NAME.match(name) or name in RESERVED:
         problems.add(where, f"task name must match {_NAME.pattern} and not be one of "
                             f"{list(RESERVED)}")
         return None
     if not isinstance(raw, dict):
-        problems.add(where, f"must be a mapping with label_column and labels, got {raw!r}")
+        problems.add(where, f"must be a mapping with label_column and labels, got {what(raw)}")
         return None
-    for key in sorted(set(raw) - _TASK_KEYS):
-        problems.add(f"{where}.{key}", f"unknown key (allowed: {', '.join(sorted(_TASK_KEYS))})")
+    for key in sorted(set(raw) - _TASK_KEYS, key=str):
+        problems.add(f"{where}.{key_text(key)}",
+                     f"unknown key (allowed: {', '.join(sorted(_TASK_KEYS))})")
     column = raw.get("label_column", name)
     if not isinstance(column, str) or not column:
-        problems.add(f"{where}.label_column", f"must be a column name, got {column!r}")
+        problems.add(f"{where}.label_column", f"must be a column name, got {what(column)}")
     labels = raw.get("labels")
     if isinstance(labels, list) and any(isinstance(x, bool) for x in labels):
-        problems.add(f"{where}.labels", f"got {labels!r}: YAML reads unquoted yes/no/true/false "
-                                        "as booleans; quote the label names")
+        at = [i for i, x in enumerate(labels) if isinstance(x, bool)]
+        problems.add(f"{where}.labels", f"item(s) {at} are booleans: YAML reads unquoted "
+                                        "yes/no/true/false as booleans; quote the label names")
         return None
     if not isinstance(labels, list) or len(labels) < 2 \
             or not all(isinstance(x, (str, int)) for x in labels):
-        problems.add(f"{where}.labels", f"must list at least 2 label names, got {labels!r}")
+        problems.add(f"{where}.labels", f"must list at least 2 label names, got {what(labels)}")
         return None
     labels = tuple(str(x) for x in labels)
     if len(set(labels)) != len(labels):
-        problems.add(f"{where}.labels", f"repeats a label: {list(labels)}")
+        repeated = sorted({x for x in labels if labels.count(x) > 1})
+        problems.add(f"{where}.labels", f"repeats a label: {words_text(repeated)}")
     thresholds = raw.get("thresholds")
     if thresholds is not None:
         if not isinstance(thresholds, list) or not all(_number(x) for x in thresholds) \
                 or len(thresholds) != len(labels) - 1 or sorted(thresholds) != thresholds:
             problems.add(f"{where}.thresholds", f"must be {len(labels) - 1} increasing numbers "
-                         f"(one cut per label but the last), got {thresholds!r}")
+                         f"(one cut per label but the last), got {what(thresholds)}")
             thresholds = None
         else:
             thresholds = tuple(float(x) for x in thresholds)
     positive = raw.get("positive")
     if positive is not None and (len(labels) != 2 or str(positive) not in labels):
         problems.add(f"{where}.positive", f"names the positive class of a 2-label task, "
-                     f"got {positive!r} for labels {list(labels)}")
+                     f"got {word_text(positive)} for labels {words_text(labels)}")
         positive = None
     limits = {}
     for key in ("min_macro_f1", "max_macro_f1_drop"):
         value = raw.get(key)
         if value is not None and not (_number(value) and 0 <= value <= 1):
-            problems.add(f"{where}.{key}", f"must be a number in [0, 1], got {value!r}")
+            problems.add(f"{where}.{key}", f"must be a number in [0, 1], got "
+                                           f"{number_text(value)}")
             value = None
         limits[key] = value
     return Task(name=name, label_column=column, labels=labels, thresholds=thresholds,
@@ -284,27 +299,26 @@ def from_dict(data: Any, source: str = "") -> TextConfig:
     problems = _Problems()
     if not isinstance(data, dict):
         raise ConfigError(f"text config {source}: must be a mapping, got {type(data).__name__}")
-    for key in sorted(set(data) - _TOP_KEYS):
-        problems.add(key, f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})")
+    for key in sorted(set(data) - _TOP_KEYS, key=str):
+        problems.add(key_text(key), f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})")
     example_id = data.get("example_id")
     if not isinstance(example_id, str) or not example_id:
         problems.add("example_id", f"must name the column with each record's unique id, "
-                                   f"got {example_id!r}")
+                                   f"got {what(example_id)}")
     text, template = data.get("text"), data.get("text_template")
     if (text is None) == (template is None):
         problems.add("text", "give exactly one of text (a column) or text_template "
                              "(e.g. '{title}. {body}')")
     elif text is not None and (not isinstance(text, str) or not text):
-        problems.add("text", f"must be a column name, got {text!r}")
+        problems.add("text", f"must be a column name, got {what(text)}")
     elif template is not None:
         try:
             fields = [f for _, f, _, _ in string.Formatter().parse(str(template)) if f]
-        except ValueError as e:
-            fields = []
-            problems.add("text_template", f"is not a valid template: {e}")
-        if not fields:
-            problems.add("text_template", f"must name at least one column as {{column}}, "
-                                          f"got {template!r}")
+        except ValueError:
+            fields = None
+            problems.add("text_template", "is not a valid template (an unmatched { or }?)")
+        if fields == []:
+            problems.add("text_template", "must name at least one column as {column}")
     tasks_raw = data.get("tasks")
     tasks: list[Task] = []
     if not isinstance(tasks_raw, dict) or not tasks_raw:
@@ -314,23 +328,27 @@ def from_dict(data: Any, source: str = "") -> TextConfig:
     checkpoint = data.get("checkpoint")
     if checkpoint is not None:
         if not isinstance(checkpoint, str):
-            problems.add("checkpoint", f"must be a folder path, got {checkpoint!r}")
+            problems.add("checkpoint", f"must be a folder path, got {what(checkpoint)}")
         elif not (Path(checkpoint) / "vocab.txt").is_file() \
                 or not (Path(checkpoint) / "config.json").is_file():
-            problems.add("checkpoint", f"{checkpoint} is not a Hugging Face-format BERT folder "
-                                       "(needs config.json, vocab.txt, model.safetensors)")
+            problems.add("checkpoint", "the folder it names is not a Hugging Face-format BERT "
+                                       "folder (needs config.json, vocab.txt, "
+                                       "model.safetensors)")
     seq = data.get("max_seq_length", 128)
     if not isinstance(seq, int) or isinstance(seq, bool) or not 8 <= seq <= 512:
-        problems.add("max_seq_length", f"must be an integer in [8, 512], got {seq!r}")
+        problems.add("max_seq_length", f"must be an integer in [8, 512], got "
+                                       f"{number_text(seq) if isinstance(seq, int) else what(seq)}")
         seq = 128
     buckets = data.get("bucket_boundaries", [16, 32, 48, 64, 96])
     if not isinstance(buckets, list) or not all(isinstance(b, int) and b > 0 for b in buckets) \
             or sorted(set(buckets)) != buckets:
-        problems.add("bucket_boundaries", f"must be increasing positive integers, got {buckets!r}")
+        problems.add("bucket_boundaries", f"must be increasing positive integers, got "
+                                          f"{what(buckets)}")
         buckets = [16, 32, 48, 64, 96]
     weighting = data.get("class_weighting", "balanced")
-    if weighting not in CLASS_WEIGHTING:
-        problems.add("class_weighting", f"must be one of {CLASS_WEIGHTING}, got {weighting!r}")
+    if not isinstance(weighting, str) or weighting not in CLASS_WEIGHTING:
+        problems.add("class_weighting", f"must be one of {CLASS_WEIGHTING}, got "
+                                        f"{word_text(weighting)}")
         weighting = "balanced"
     validation = _fill(Validation, data.get("validation"), "validation", problems)
     gate = _fill(Gate, data.get("gate"), "gate", problems)
@@ -345,16 +363,19 @@ def from_dict(data: Any, source: str = "") -> TextConfig:
 
 
 def load(path: str | Path) -> TextConfig:
-    """Read a YAML or JSON text config file and validate it."""
-    import yaml
+    """Read a YAML or JSON text config file and validate it. No error quotes the file
+    (rule 22): a syntax error names the line and column, a problem its key and place."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"text config {p} does not exist")
+    data = read_config_file(p, "text config", as_json=False)   # YAML reads JSON too
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
-        raise ConfigError(f"text config {p} is not valid YAML/JSON: {e}") from None
-    return from_dict(data if data is not None else {}, source=str(p))
+        return from_dict(data if data is not None else {}, source=str(p))
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a shape the checks did not foresee: not echoed
+        raise ConfigError(f"text config {p}: its structure cannot be checked "
+                          f"({type(e).__name__})") from None
 
 
 @functools.lru_cache(maxsize=1)

@@ -212,3 +212,39 @@ def test_what_a_retry_cannot_mend_is_not_retried():
         assert kind_of(exc) == BAD_DATA, exc
     for exc in (OSError("disk full"), TimeoutError(), MemoryError(), RuntimeError("lost")):
         assert kind_of(exc) == TRANSIENT, exc
+
+
+def test_a_launchers_scratch_folder_lives_in_the_run_and_goes_on_every_exit(tmp_path,
+                                                                            monkeypatch):
+    import subprocess
+    import tempfile
+    system_tmp = tmp_path / "system-tmp"
+    system_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(system_tmp))
+    run = tmp_path / "run"
+    assert launch.output_dir_of({"out_dir": str(run / "model")}) == run / "model"
+    assert launch.output_dir_of({"train": {"out_dir": str(run / "m")}}) == run / "m"
+    assert launch.output_dir_of({"output_dir": "gs://bucket/x"}) is None
+    assert launch.output_dir_of({"out_dir": "relative/x", "span": "2026-12-01"}) is None
+    with launch.scratch_dir(run / "model", "launch-x") as tmp:
+        assert tmp.parent == run and tmp.name.startswith(f".model.launch-x-{os.getpid()}-")
+    assert not tmp.exists()
+    with pytest.raises(RuntimeError), launch.scratch_dir(run / "model", "launch-x") as tmp:
+        raise RuntimeError("the step failed")
+    assert not tmp.exists()
+    # What a dead launcher of this host left is removed by the next; a live one's is kept.
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = launch._host()
+    stale = run / f".model.launch-x-{dead.pid}-{host}-abc"
+    live = run / f".model.launch-x-{os.getpid()}-{host}-def"
+    other_host = run / f".model.launch-x-{dead.pid}-elsewhere-ghi"
+    for d in (stale, live, other_host):
+        d.mkdir()
+    with launch.scratch_dir(run / "model", "launch-x"):
+        pass
+    assert not stale.exists() and live.exists() and other_host.exists()
+    # No run folder known: the system temp dir, removed all the same.
+    with launch.scratch_dir(None, "launch-x") as tmp:
+        assert tmp.parent == system_tmp and tmp.name.startswith("retrain-launch-x-")
+    assert list(system_tmp.iterdir()) == []

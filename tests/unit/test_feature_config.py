@@ -120,7 +120,7 @@ def _problems(d) -> str:
     (lambda d: d["features"][1].update(buckets=1),
      "features[1] 'age': buckets must be an integer >= 2, got 1"),
     (lambda d: d["features"][2].update(top_k="many"),
-     "features[2] 'country': top_k must be an integer >= 1, got 'many'"),
+     "features[2] 'country': top_k must be an integer >= 1, got a string"),   # type only
     (lambda d: d["features"][2].update(topk=10),
      "features[2] 'country': unknown parameter 'topk' for categorical/vocabulary"),
     (lambda d: d["features"][4].update(top_k=10),
@@ -136,7 +136,7 @@ def _problems(d) -> str:
     (lambda d: d.update(example_id="clicked"),
      "example_id: is the same column as the label ('clicked')"),
     (lambda d: d["features"][3].update(name="bad name"),
-     "features[3] 'bad name': name must match"),
+     "features[3]: name must match"),          # a name that is not a word is not shown
     (lambda d: d["crosses"][0].update(features=["country", "devic"]),
      "crosses[0] 'country_x_device'.features: unknown feature 'devic'"),
     (lambda d: d["crosses"][0].update(features=["country", "tags"]),
@@ -237,3 +237,65 @@ def test_invalid_validation_rules_name_their_location():
                   "validation.drift.age", "validation.extra_columns.age"):
         assert where in str(e.value), where
     assert "7 problem(s)" in str(e.value)
+
+
+SECRET = "SECRETVALUE42"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("label: clicked\nfeatures: [SECRETVALUE42\n  - {\n", "is not valid YAML/JSON (line "),
+    ("a:\n\tSECRETVALUE42: 1\n", "(line 2, column 1)"),
+    ("a: *SECRETVALUE42\n", "(line 1, column 4)"),
+    ("a: !!python/object:SECRETVALUE42 {}\n", "(line 1, column 4)"),
+    ("- SECRETVALUE42\n", "must be a mapping at the top level, got list"),
+    ("SECRETVALUE42 is a plain line\n", "must be a mapping at the top level, got str"),
+])
+def test_syntax_and_shape_errors_name_the_place_never_the_text(tmp_path, text, expected):
+    path = tmp_path / "planted.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError) as e:
+        fc.load(path)
+    assert str(path) in str(e.value) and expected in str(e.value)
+    assert SECRET not in str(e.value) and e.value.__cause__ is None
+
+
+def test_json_and_encoding_errors_name_the_file_only(tmp_path):
+    bad = tmp_path / "planted.json"
+    bad.write_text('{"label": "SECRETVALUE42",\n "x": [SECRETVALUE42}')
+    with pytest.raises(ValueError, match=r"planted.json is not valid JSON \(line 2, column 8\)"
+                       ) as e:
+        fc.load(bad)
+    assert SECRET not in str(e.value)
+    latin = tmp_path / "latin1.yaml"
+    latin.write_bytes(b"label: \xff SECRETVALUE42\n")
+    with pytest.raises(ValueError) as e:
+        fc.load(latin)
+    assert str(e.value) == f"feature config {latin} is not UTF-8 text"
+
+
+def test_unknown_keys_are_named_and_values_never_shown():
+    d = _base()
+    d["surprise_key"] = SECRET
+    d["root:$6$SECRETHASHabc:19000:0:99999:7::"] = None     # a shadow line read as a key
+    d["model"]["password"] = SECRET
+    d["validation"] = {"thresholds": {"token": SECRET, "min_rows": SECRET},
+                       "patterns": {"event_id": f"({SECRET}"}}
+    d["features"][0]["secret_param"] = SECRET
+    d["features"][2]["top_k"] = [SECRET]
+    d["features"][3]["dtype"] = f"{SECRET} str"
+    d["description"] = {"token": SECRET}
+    d["slices"] = [f"{SECRET} slice"]
+    message = _problems(d)
+    for place in ("surprise_key: unknown key", "model.password: unknown key",
+                  "<a key that is not a short name, not shown>: unknown key",
+                  "validation.thresholds.token: unknown threshold",
+                  "validation.thresholds.min_rows: must be a whole number >= 0, got a string",
+                  "validation.patterns.event_id: is not a regular expression (error at "
+                  "position 0)",
+                  "features[0] 'dwell_time': unknown parameter 'secret_param'",
+                  "features[2] 'country': top_k must be an integer >= 1, got a list of 1",
+                  "dtype must be 'str' or 'int', got <a string that is not a short name>",
+                  "description: must be a string, got a mapping",
+                  "slices[0]: unknown column <a string that is not a short name>"):
+        assert place in message, place
+    assert SECRET not in message and "SECRETHASH" not in message

@@ -43,7 +43,7 @@ colour: blue
                   "class_weighting", "validation.min_rows", "validation.unknown",
                   "validation.max_class_share: is a share: must be in [0, 1], got 2",
                   "validation.min_chars: 50 is above max_chars 10",
-                  "tasks.vip.labels: got [False, True]: YAML reads unquoted"):
+                  "tasks.vip.labels: item(s) [0, 1] are booleans: YAML reads unquoted"):
         assert place in msg, place
     assert "15 problem(s)" in msg
     assert isinstance(e.value, BadData)                     # a bad config is not retried
@@ -73,3 +73,54 @@ def test_labels_from_thresholds_and_text_from_a_template():
     assert binary.binary and binary.positive_index == 1 and binary.label_column == "spam"
     with pytest.raises(ValueError, match="not one of"):
         binary.label_of("eggs")
+
+
+SECRET = "SECRETVALUE42"
+
+
+def test_no_problem_echoes_a_value_of_the_file(tmp_path):
+    planted = tmp_path / "planted.yaml"
+    planted.write_text(f"""
+example_id: [{SECRET}]
+text_template: "{SECRET}"
+tasks:
+  q: {{label_column: [{SECRET}], labels: {SECRET}, token: {SECRET}}}
+  r: {{labels: ["{SECRET} a", "{SECRET} a"], positive: "{SECRET} p", thresholds: {SECRET}}}
+checkpoint: /{SECRET}/ckpt
+class_weighting: "{SECRET} w"
+max_seq_length: {SECRET}
+validation: {{min_rows: {SECRET}, {SECRET}: 1}}
+gate: {{min_auc: [{SECRET}]}}
+surprise_key: {SECRET}
+"root:$6$SECRETHASHabc:19000:0:99999:7::": null
+""")
+    with pytest.raises(ConfigError) as e:
+        T.load(planted)
+    msg = str(e.value)
+    for place in ("surprise_key: unknown key", "<a key that is not a short name, not shown>",
+                  "example_id: must name the column with each record's unique id, got a list",
+                  "text_template: must name at least one column", "tasks.q.token: unknown key",
+                  "tasks.q.label_column: must be a column name, got a list of 1 item(s)",
+                  "tasks.q.labels: must list at least 2 label names, got a string",
+                  "tasks.r.labels: repeats a label", "checkpoint: the folder it names",
+                  "class_weighting: must be one of", "max_seq_length: must be an integer",
+                  "validation.min_rows: must be an integer >= 0, got a string",
+                  f"validation.{SECRET}: unknown key",       # a key is named: a schema word
+                  "gate.min_auc: must be a number >= 0, got a list of 1 item(s)"):
+        assert place in msg, place
+    assert msg.count(SECRET) == 1 and "SECRETHASH" not in msg     # only the key above
+
+
+@pytest.mark.parametrize("content, expected", [
+    (b"tasks: {queue: [\n" + SECRET.encode() + b"\n", "is not valid YAML/JSON (line 3, column 1)"),
+    (b"a: *" + SECRET.encode() + b"\n", "is not valid YAML/JSON (line 1, column 4)"),
+    (b"a: \xff " + SECRET.encode() + b"\n", "is not UTF-8 text"),
+    (b"- " + SECRET.encode() + b"\n", "must be a mapping, got list"),
+])
+def test_unreadable_files_name_the_file_and_place_only(tmp_path, content, expected):
+    path = tmp_path / "planted.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as e:
+        T.load(path)
+    assert str(path) in str(e.value) and expected in str(e.value), str(e.value)
+    assert SECRET not in str(e.value) and e.value.__cause__ is None
