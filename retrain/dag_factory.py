@@ -100,7 +100,7 @@ def make_dag(family: Family):
                                         config_param=family.config_param)
             if config and not problems:
                 try:   # a broken config fails now, not after the sensor's wait
-                    resolve(family.config_loader)(config)
+                    resolve(family.config_loader)(str(Path(config).resolve()))
                 except Exception as e:  # noqa: BLE001 - the loader names every problem
                     problems.append(f"{family.config_param} {config}: {e}")
             if problems:
