@@ -44,6 +44,16 @@ def task_states(dag_run) -> dict[str, str]:
         return {ti.task_id: str(getattr(ti.state, "value", ti.state)) for ti in tis}
 
 
+def try_number(dag_run, task_id: str) -> int:
+    """How many tries a task of one DAG run took (bad data: exactly one)."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    with create_session() as session:
+        return session.query(TaskInstance.try_number).filter(
+            TaskInstance.dag_id == dag_run.dag_id, TaskInstance.run_id == dag_run.run_id,
+            TaskInstance.task_id == task_id).scalar()
+
+
 def walk(node: dict):
     """Every node of a `retrain lineage` tree, depth first."""
     yield node

@@ -21,7 +21,7 @@ import pytest
 from components.common import window
 from components.ctr.generate import GenerateSpec, run as generate
 
-from dag_helpers import environ, load_dag, task_states
+from dag_helpers import environ, load_dag, task_states, try_number
 
 pytestmark = pytest.mark.integration
 
@@ -48,21 +48,12 @@ def _rewrite(part, column: str, value) -> None:
     os.utime(part, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
-def _try_number(dag_run, task_id: str) -> int:
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
-    with create_session() as session:
-        return session.query(TaskInstance.try_number).filter(
-            TaskInstance.dag_id == dag_run.dag_id, TaskInstance.run_id == dag_run.run_id,
-            TaskInstance.task_id == task_id).scalar()
-
-
 def _assert_stopped_in_preprocess(run, home, day: str, file: str) -> None:
     states = task_states(run)
     assert states["validate"] == "success", states
     assert states["preprocess"] == "failed", states
     assert all(states[t] == "upstream_failed" for t in ("train", "evaluate", "push")), states
-    assert _try_number(run, "preprocess") == 1          # bad data: never retried
+    assert try_number(run, "preprocess") == 1          # bad data: never retried
     assert not (home / "registry" / "ctr").exists()     # nothing published
     marker = json.loads((home / "quarantine" / "ctr" / f"dt={day}.json").read_text())
     assert marker["run_id"] == run.run_id
