@@ -63,7 +63,8 @@ def test_own_logs_and_config_train_validate_and_publish(airflow_home, user_home)
     model_dir = registry.model_path("ctr", 1)
     assert fc.for_model_dir(model_dir) == fc.load(CONFIG)   # serving takes these columns
     evaluation = json.loads((run_dir / "evaluation" / "eval.json").read_text())
-    assert set(evaluation["slices"]["names"]) == {"country", "device"}
+    # the config's slices, and the span vs the window's earlier days (all held out)
+    assert set(evaluation["slices"]["names"]) == {"country", "device", "span"}
 
     # The lineage of the published model reaches the raw days and the config file.
     nodes = list(walk(chain(registry, "ctr")))
