@@ -20,8 +20,7 @@ import os
 from pathlib import Path
 
 from components.common.errors import BadData
-from components.common.quarantine import marker_path
-from components.common.atomic import write_json
+from components.common import quarantine
 
 SUCCESS_MARKER = "_SUCCESS"
 VALIDATION_RECORD = "lineage/validate.json"
@@ -101,11 +100,9 @@ def verify(day: str, day_dir: str | os.PathLike, expected: dict | None, *, stage
     else:
         lines = differences(expected, actual)
         problem = "its bytes differ from the bytes its validation read: " + "; ".join(lines)
-    if quarantine_dir:
-        write_json(marker_path(quarantine_dir, f"dt={day}"), {
-            "span": f"dt={day}", "span_dir": str(day_dir), "run_id": run_id,
-            "failed": [f"content_changed: {line}" for line in lines],
-            "report": None, "reason": "content changed after validation"})
+    quarantine.settle(quarantine_dir, span=f"dt={day}", span_dir=str(day_dir), gate="failed",
+                      run_id=run_id, failed=[f"content_changed: {line}" for line in lines],
+                      report=None)
     raise ContentChanged(
         f"{stage}: refusing day {day} ({day_dir}): {problem}. The day is quarantined; "
         "validate it again (run the DAG with span set to that day) to use the new data.")
