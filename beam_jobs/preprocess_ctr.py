@@ -62,6 +62,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 from beam_jobs import runner
 from beam_jobs.metrics import counters as beam_counters
 from components.common import output_commit, rawfiles
+from components.common.record_limits import RecordLimits, invalid_text
 from components.common.spans import span_list, window
 from components.ctr import features as F
 from components.ctr.preprocess import (EVAL_DIR, REJECTED_DIR, SUMMARY_FILE, TRAIN_DIR,
@@ -138,10 +139,12 @@ class RawLayout:
     columns: tuple[tuple[str, str], ...]
     label: str
     example_id: str
+    limits: RecordLimits = RecordLimits()
 
     @classmethod
     def of(cls, cfg) -> "RawLayout":
-        return cls(tuple(cfg.raw_columns().items()), cfg.label, cfg.example_id)
+        return cls(tuple(cfg.raw_columns().items()), cfg.label, cfg.example_id,
+                   cfg.validation.record_limits())
 
     @property
     def kinds(self) -> dict[str, str]:
@@ -157,8 +160,12 @@ PARQUET_SUFFIXES = (".parquet",)
 JSONL_SUFFIXES = (".jsonl.gz", ".json.gz", ".jsonl", ".json")
 # Why a record was routed to the dead-letter output (the summary counts each).
 REJECT_REASONS = ("bad_json", "non_utf8", "truncated_record", "oversize_line", "not_an_object",
-                  "missing_field", "wrong_type", "bad_value")
+                  "missing_field", "wrong_type", "bad_value", "oversize_value", "too_deep",
+                  "invalid_text")
 DEFAULT_MAX_LINE_BYTES = 1 << 20
+# A batch is cut at this many bytes of input as well as at `batch_size` lines, so long
+# (but legal) lines cannot make one batch hold gigabytes.
+MAX_BATCH_BYTES = 64 << 20
 _SAMPLE_CHARS = 2048   # a rejected record's text is kept up to this length
 
 
@@ -274,15 +281,18 @@ def read_jsonl_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT
     nan = float("nan")
 
     def flush():
-        nonlocal columns, rejects, n_lines
+        nonlocal columns, rejects, n_lines, batch_bytes
         batch = pa.RecordBatch.from_arrays(
             [pa.array(columns[k], type=f.type) for k, f in zip(columns, schema)], schema=schema)
         if unknown is not None:
             batch = unknown.attach(batch)
         out = (batch, rejects)
         columns, rejects, n_lines = {k: [] for k, _ in layout.columns}, [], 0
+        batch_bytes = 0
         return out
 
+    limits = layout.limits
+    batch_bytes = 0
     try:
         with _open(path) as stream:
             while True:
@@ -296,6 +306,7 @@ def read_jsonl_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT
                     while True:   # skip the rest of the oversize line, never holding it
                         more = stream.readline(1 << 20)
                         offset += len(more)
+                        limits.check_part_bytes(path, offset, lineno)
                         if not more or more.endswith(b"\n"):
                             break
                     rejects.append(_reject("oversize_line",
@@ -303,9 +314,11 @@ def read_jsonl_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT
                                            f"{max_line_bytes}", path, lineno, start, head))
                     n_lines += 1
                 else:
+                    limits.check_part_bytes(path, offset, lineno)
                     n_lines += _parse_line(line, path, lineno, start, decode, layout, columns,
                                            rejects, nan, unknown)
-                if n_lines >= batch_size:
+                batch_bytes += len(line)
+                if n_lines >= batch_size or (n_lines and batch_bytes >= MAX_BATCH_BYTES):
                     yield flush()
     except (EOFError, OSError, zlib.error) as e:
         raise IOError(f"{path}: truncated or corrupt input after line {lineno} "
@@ -354,6 +367,11 @@ def _parse_line(line: bytes, path, lineno, start, decode, layout, columns, rejec
         return 0
     try:
         obj = decode(stripped)
+    except RecursionError:
+        rejects.append(_reject("too_deep", "nested deeper than the JSON parser can follow "
+                               f"(limit max_depth {layout.limits.max_depth})", path, lineno,
+                               start, text))
+        return 1
     except json.JSONDecodeError as e:
         # Input that ends mid-value (no closing brace, cut string) is a truncated record,
         # whether it is the file's last line without newline or a line cut upstream.
@@ -363,6 +381,10 @@ def _parse_line(line: bytes, path, lineno, start, decode, layout, columns, rejec
                                path, lineno, start, text))
         return 1
     problem = check_record(obj, layout)
+    if problem is None and isinstance(obj, dict):
+        problem = layout.limits.record_problem(obj, len(line))
+        if problem is None and "\\u" in stripped:   # only a \u escape makes invalid text
+            problem = _invalid_text(obj, layout)
     if problem:
         rejects.append(_reject(*problem, path, lineno, start, text))
         return 1
@@ -374,6 +396,17 @@ def _parse_line(line: bytes, path, lineno, start, decode, layout, columns, rejec
             value = nan if kind == "float" else []
         columns[key].append(value)
     return 1
+
+
+def _invalid_text(obj: dict, layout: RawLayout) -> tuple[str, str] | None:
+    """("invalid_text", detail) for a string field holding a lone surrogate or NUL."""
+    for key, kind in layout.columns:
+        value = obj.get(key)
+        for v in (value if kind == "str_list" and value else [value] if kind == "str" else []):
+            what = invalid_text(v)
+            if what:
+                return "invalid_text", f"{key} holds {what}"
+    return None
 
 
 def _or(a, b):
@@ -425,6 +458,7 @@ def _parquet_batches(path: str, batch_size: int, layout: RawLayout | None):
         if wrong:
             raise ValueError(f"{path}: column(s) of the wrong type, not cast: " + "; ".join(
                 f"{k!r} is {t}, the feature config reads {kinds[k]}" for k, t in wrong.items()))
+        layout.limits.check_part_bytes(path, parquet_bytes(pf.metadata))
         for batch in pf.iter_batches(batch_size=batch_size, columns=list(kinds)):
             arrays = []
             for field in schema:
@@ -433,21 +467,31 @@ def _parquet_batches(path: str, batch_size: int, layout: RawLayout | None):
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
                     raise ValueError(f"{path}: column {field.name!r} of type "
                                      f"{batch.column(field.name).type} is not {field.type}: {e}")
-            missing = bad_value = None
+            missing = bad_value = oversize = None
             for field, arr in zip(schema, arrays):
                 if kinds[field.name] not in ("float", "str_list") and arr.null_count:
                     missing = _or(missing, arr.is_null())
                 if kinds[field.name] == "float":
                     bad_value = _or(bad_value, pc.fill_null(pc.is_inf(arr), False))
+                if kinds[field.name] in ("str", "str_list"):
+                    oversize = _or(oversize, _oversize_rows(arr, layout.limits.max_value_bytes))
             rejects = []
             table = pa.RecordBatch.from_arrays(arrays, schema=schema)
-            bad = _or(missing, bad_value)
+            bad = _or(_or(missing, bad_value), oversize)
             if bad is not None:
                 bad_rows = np.flatnonzero(bad.to_numpy(zero_copy_only=False))
+                too_long = (oversize.to_numpy(zero_copy_only=False) if oversize is not None
+                            else np.zeros(batch.num_rows, dtype=bool))
                 for i, row in zip(bad_rows, table.take(pa.array(bad_rows)).to_pylist()):
                     nulls = [k for k, v in row.items()
                              if v is None and kinds[k] not in ("float", "str_list")]
-                    if nulls:
+                    if too_long[i]:
+                        reason, detail = "oversize_value", (
+                            f"a value over {layout.limits.max_value_bytes} bytes "
+                            "(limit max_value_bytes)")
+                        row = {k: (v[:_SAMPLE_CHARS] if isinstance(v, str) else v)
+                               for k, v in row.items() if not isinstance(v, list)}
+                    elif nulls:
                         reason, detail = "missing_field", f"{', '.join(nulls)} null"
                     else:
                         reason, detail = "bad_value", ", ".join(
@@ -458,6 +502,23 @@ def _parquet_batches(path: str, batch_size: int, layout: RawLayout | None):
                 table = table.filter(pc.invert(bad))
             row0 += batch.num_rows
             yield table, rejects
+
+
+def parquet_bytes(metadata) -> int:
+    """A Parquet file's uncompressed bytes, from its footer (nothing decoded)."""
+    return sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
+
+
+def _oversize_rows(arr: pa.Array, max_bytes: int) -> pa.Array:
+    """Per row: whether a string (or any string of a list) is longer than `max_bytes`."""
+    if pa.types.is_large_list(arr.type) or pa.types.is_list(arr.type):
+        flat = pc.list_flatten(arr)
+        long = np.flatnonzero(pc.fill_null(pc.greater(pc.binary_length(flat), max_bytes),
+                                           False).to_numpy(zero_copy_only=False))
+        rows = np.zeros(len(arr), dtype=bool)
+        rows[pc.list_parent_indices(arr).to_numpy()[long]] = True
+        return pa.array(rows)
+    return pc.fill_null(pc.greater(pc.binary_length(arr), max_bytes), False)
 
 
 class ReadSplitBatches(beam.DoFn):

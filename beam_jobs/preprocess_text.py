@@ -110,15 +110,20 @@ class ReadRecords(beam.DoFn):
         self._cfg = None
         self._rows_in = Metrics.counter(NAMESPACE, "rows_in")
         self._empty = Metrics.counter(NAMESPACE, "rows_empty_text")
+        self._invalid = Metrics.counter(NAMESPACE, "rows_invalid_text")
 
     def setup(self):
         self._cfg = T.from_resolved(self._cfg_dict)
 
     def process(self, item):
         span, path = item
-        for line, row in enumerate(rawdata.read_rows(path), 1):
+        for line, row in enumerate(rawdata.read_rows(
+                path, self._cfg.validation.record_limits()), 1):
             self._rows_in.inc()
             try:
+                if rawdata.badly_encoded(self._cfg.text_of(row)):   # validation counts them
+                    self._invalid.inc()
+                    continue
                 rec = to_record(row, span, self._cfg)
             except ValueError as e:   # e.g. a label the config does not declare
                 raise ValueError(f"{path} row {line}: {e}") from e
@@ -261,6 +266,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
             "input_files": len(files),
             "rows_in": counters.get("rows_in", 0),
             "rows_empty_text": counters.get("rows_empty_text", 0),
+            "rows_invalid_text": counters.get("rows_invalid_text", 0),
             "exact_duplicates": int(dups.get("exact", 0)),
             "near_duplicates": int(dups.get("near", 0)),
             "rows_train": stats[TRAIN_DIR]["rows"],

@@ -49,6 +49,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from beam_jobs import runner
 from components.common import rawfiles
+from components.common.record_limits import RecordLimits
 from components.ctr import features as F
 
 log = logging.getLogger("retrain.span_stats")
@@ -78,7 +79,8 @@ def column_roles(fc) -> dict:
     return {"topk_columns": (*cats, fc.label),
             "distinct_columns": (fc.example_id, *cats, fc.label),
             "example_id": fc.example_id, "label": fc.label,
-            "columns": (*kinds.items(), *fc.validation.extra_columns)}
+            "columns": (*kinds.items(), *fc.validation.extra_columns),
+            "limits": fc.validation.record_limits()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +90,7 @@ class StatsConfig:
     example_id: str = F.EXAMPLE_ID_KEY
     label: str = F.LABEL_KEY
     columns: tuple = ()   # (name, kind) read from JSONL parts; () = generated logs' config
+    limits: RecordLimits = RecordLimits()   # what one part and one record may hold
     sample_rows: int = 10_000  # reservoir sample of raw rows
     quantile_sample: int = 8192  # values kept per numeric column for quantiles
     kmv_k: int = 16_384  # distinct-count sketch size (relative error about 1/sqrt(k))
@@ -349,17 +352,18 @@ class ReadBatches(beam.DoFn):
     rule sees it), records it cannot use counted by reason (the rejected-rate rule)."""
 
     def __init__(self, batch_size: int, columns: tuple = (), label: str = F.LABEL_KEY,
-                 example_id: str = F.EXAMPLE_ID_KEY):
+                 example_id: str = F.EXAMPLE_ID_KEY, limits: RecordLimits = RecordLimits()):
         self.batch_size = batch_size
         self.columns, self.label, self.example_id = columns, label, example_id
+        self.limits = limits
         self.rows = beam.metrics.Metrics.counter("span_stats", "rows_read")
 
     def process(self, item):
         path, row_group = item
         if row_group < 0:
             from beam_jobs.preprocess_ctr import RawLayout, default_layout, read_jsonl_batches
-            layout = (RawLayout(self.columns, self.label, self.example_id) if self.columns
-                      else default_layout())
+            layout = (RawLayout(self.columns, self.label, self.example_id, self.limits)
+                      if self.columns else default_layout())
             for i, (batch, rejects) in enumerate(read_jsonl_batches(
                     path, self.batch_size, layout=layout, keep_unknown=True)):
                 # JSON numbers are doubles; the reader's float32 is the model's choice.
@@ -456,9 +460,10 @@ def kmv_overlap(a_hex: list[str], b_hex: list[str], k: int) -> float | None:
     return float(both / na) if na else None
 
 
-def work_items(span_dir: Path) -> list[tuple[str, int]]:
-    """(part, row group) for Parquet parts; (part, -1) for JSONL parts, read whole."""
-    from beam_jobs.preprocess_ctr import JSONL_SUFFIXES
+def work_items(span_dir: Path, limits: RecordLimits = RecordLimits()) -> list[tuple[str, int]]:
+    """(part, row group) for Parquet parts; (part, -1) for JSONL parts, read whole. A
+    Parquet part whose footer declares more than `max_part_bytes` is refused here."""
+    from beam_jobs.preprocess_ctr import JSONL_SUFFIXES, parquet_bytes
     jsonl = sorted(p for p in span_dir.glob("part-*") if p.name.endswith(JSONL_SUFFIXES))
     parts = sorted(span_dir.glob(PART_GLOB))
     if not parts and not jsonl:
@@ -467,9 +472,11 @@ def work_items(span_dir: Path) -> list[tuple[str, int]]:
     items = [(str(p), -1) for p in jsonl]
     for p in parts:
         try:
-            n = pq.ParquetFile(p).metadata.num_row_groups
+            meta = pq.ParquetFile(p).metadata
         except (OSError, pa.ArrowException) as e:
             raise ValueError(f"cannot read parquet part {p}: {e}") from e
+        limits.check_part_bytes(p, parquet_bytes(meta))
+        n = meta.num_row_groups
         items += [(str(p), rg) for rg in range(n)]
     return items
 
@@ -513,11 +520,11 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
 
 
 def build(pipeline, span_dir: str, output_dir: str, cfg: StatsConfig, items=None):
-    items = work_items(Path(span_dir)) if items is None else items
+    items = work_items(Path(span_dir), cfg.limits) if items is None else items
     return (pipeline
             | "RowGroups" >> beam.Create(items)
             | "ReadBatches" >> beam.ParDo(ReadBatches(cfg.batch_size, cfg.columns, cfg.label,
-                                                          cfg.example_id))
+                                                          cfg.example_id, cfg.limits))
             | "Stats" >> beam.CombineGlobally(SpanStatsFn(cfg))
             | "Write" >> beam.ParDo(_Write(cfg, span_dir, output_dir)))
 
@@ -542,7 +549,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                          "writing it would replace the raw data")
     options = PipelineOptions(beam_args)
     options.view_as(SetupOptions).save_main_session = save_main_session
-    items = work_items(span_dir)
+    items = work_items(span_dir, cfg.limits)
     inputs = rawfiles.snapshot(sorted({p for p, _ in items}), span_dir.parent)
     t0 = time.perf_counter()
     with runner.pipeline(options) as pipeline:

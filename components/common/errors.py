@@ -11,6 +11,9 @@ to tell them apart. Stdlib only.
 """
 from __future__ import annotations
 
+import errno
+import shutil
+
 BAD_DATA = "bad_data"
 TRANSIENT = "transient"
 
@@ -38,3 +41,34 @@ NOT_RETRYABLE = (BadData, ValueError, TypeError)
 
 def kind_of(exc: BaseException) -> str:
     return BAD_DATA if isinstance(exc, NOT_RETRYABLE) else TRANSIENT
+
+
+def out_of_space(exc: BaseException) -> OSError | None:
+    """The OSError of a full device (or quota) behind `exc`, if any: Beam re-raises a
+    worker's OSError as its own RuntimeError, so the chain of causes is followed."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def disk_full_message(exc: OSError, where) -> str:
+    """What a full disk failed to write, by path: ENOSPC from write() names no file."""
+    place = exc.filename or where or "its output folder"
+    return (f"no space left on the device holding {place} ({exc.strerror or 'disk full'}): "
+            "free space there or point RETRAIN_HOME at a larger disk; the step's output is "
+            "not visible")
+
+
+def free_bytes(path) -> int | None:
+    """Free bytes on the device holding `path` (or its nearest existing parent)."""
+    from pathlib import Path
+    for p in (Path(path), *Path(path).parents):
+        try:
+            return shutil.disk_usage(p).free
+        except OSError:
+            continue
+    return None

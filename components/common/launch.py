@@ -30,7 +30,8 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from components.common.errors import BAD_DATA, TRANSIENT
+from components.common.errors import (BAD_DATA, TRANSIENT, disk_full_message, free_bytes,
+                                      out_of_space)
 
 log = logging.getLogger("retrain.launch")
 
@@ -131,6 +132,8 @@ def run_step(module: str, spec: dict, env: dict | None = None) -> dict:
 
 
 OUTPUT_KEYS = ("out_dir", "output_dir")
+# Below this many free bytes, a step that died without its result file ran out of disk.
+FULL_DISK_BYTES = 1 << 20
 
 
 def output_dir_of(spec: dict) -> Path | None:
@@ -196,7 +199,13 @@ def _run_step_here(module: str, spec: dict, env: dict | None = None) -> dict:
     with scratch_dir(output_dir_of(spec), f"launch-{name}") as tmp:
         result_file = Path(tmp) / "result.json"
         spec_file = Path(tmp) / "spec.json"
-        spec_file.write_text(json.dumps(spec, default=str))
+        try:
+            spec_file.write_text(json.dumps(spec, default=str))
+        except OSError as e:
+            if out_of_space(e) is not None:
+                raise StepFailed(f"step {module} not started: "
+                                 f"{disk_full_message(e, spec_file)}") from e
+            raise
         cmd = [step_python(), "-m", module, "--spec", f"@{spec_file}",
                "--result-file", str(result_file)]
         log.info("running %s", " ".join(cmd))
@@ -218,10 +227,19 @@ def _run_step_here(module: str, spec: dict, env: dict | None = None) -> dict:
             raise
         result = json.loads(result_file.read_text()) if result_file.exists() else {}
         if code != 0:
-            msg = result.get("error") or f"exit code {code}"
+            msg = result.get("error") or _no_result(code, output_dir_of(spec))
             failure = BadDataFailed if result.get("error_kind") == BAD_DATA else StepFailed
             raise failure(f"step {module} failed: {msg}")
         return result
+
+
+def _no_result(code: int, out: Path | None) -> str:
+    """A step that left no result file: a full disk is the usual reason, and says so."""
+    free = free_bytes(out) if out else None
+    if free is not None and free < FULL_DISK_BYTES:
+        return (f"exit code {code}, no result file; the device holding {out} has {free} bytes "
+                "free: free space there or point RETRAIN_HOME at a larger disk")
+    return f"exit code {code}"
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

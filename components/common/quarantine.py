@@ -11,6 +11,11 @@ import os
 from pathlib import Path
 
 from components.common.atomic import read_json, write_json
+from components.common.rawfiles import UnsafeInput
+from components.common.record_limits import PartTooLarge
+
+# Parts that cannot be data at all: their span is quarantined like one that failed a rule.
+UNREADABLE = (PartTooLarge, UnsafeInput)
 
 
 def _now() -> str:
@@ -22,7 +27,7 @@ def marker_path(quarantine_dir: str | os.PathLike, span: str) -> Path:
 
 
 def settle(quarantine_dir: str | None, *, span: str, span_dir: str, gate: str,
-           run_id: str | None, failed: list[str], report: str,
+           run_id: str | None, failed: list[str], report: str | None,
            data_docs: str | None = None, override_reason: str | None = None) -> dict | None:
     """Write the marker (gate "failed") or release one (gate "passed" / "overridden");
     returns {"marker", "state"} or None when nothing was there to do."""
@@ -42,6 +47,16 @@ def settle(quarantine_dir: str | None, *, span: str, span_dir: str, gate: str,
         os.unlink(marker)
         return {"marker": str(released), "state": "released"}
     return None
+
+
+def refuse_unreadable(quarantine_dir: str | None, span_dir, run_id: str | None,
+                      error: BaseException) -> dict | None:
+    """Quarantine a span whose parts could not be read as data (a part over its size
+    limit, a symlink out of the raw root, a corrupt file): no report exists, the marker
+    carries the reader's message, which names the file and the limit, never content."""
+    span_dir = Path(span_dir)
+    return settle(quarantine_dir, span=span_dir.name, span_dir=str(span_dir), gate="failed",
+                  run_id=run_id, failed=[f"unreadable part: {error}"], report=None)
 
 
 def is_quarantined(quarantine_dir: str | os.PathLike, span: str) -> bool:

@@ -20,9 +20,10 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from components.common.errors import kind_of
+from components.common.errors import disk_full_message, kind_of, out_of_space
 
 S = TypeVar("S")
+log = logging.getLogger("retrain.step")
 
 
 def spec_from_dict(cls: type[S], data: dict[str, Any]) -> S:
@@ -54,13 +55,22 @@ def main(spec_cls: type[S], run: Callable[[S], dict], argv: list[str] | None = N
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     text = Path(args.spec[1:]).read_text() if args.spec.startswith("@") else args.spec
+    spec = None
     try:
         spec = spec_from_dict(spec_cls, json.loads(text))
         result = run(spec)
     except Exception as e:  # noqa: BLE001 - reported, then re-raised as exit code 1
         traceback.print_exc()
-        _emit({"error": f"{type(e).__name__}: {e}", "error_kind": kind_of(e)},
-              args.result_file)
+        error = f"{type(e).__name__}: {e}"
+        full = out_of_space(e)
+        if full is not None:
+            error = disk_full_message(full, getattr(spec, "out_dir", None)
+                                      or getattr(spec, "output_dir", None))
+            log.error("%s", error)
+        try:
+            _emit({"error": error, "error_kind": kind_of(e)}, args.result_file)
+        except OSError:   # the result file is on the full disk too: the log says it
+            log.error("cannot write the result file %s: %s", args.result_file, error)
         return 1
     _emit(result, args.result_file)
     return 0

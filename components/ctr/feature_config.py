@@ -54,6 +54,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+from components.common import record_limits
 from components.common.errors import ConfigError
 from components.common.run_inputs import (is_word, key_text, number_text,
                                           parse_config_text, read_config_file, what,
@@ -199,6 +200,12 @@ class Validation:
     def threshold(self, name: str) -> float:
         """A span-level bound: the config's value, else the built-in default."""
         return dict(self.thresholds).get(name, THRESHOLDS[name])
+
+    def record_limits(self) -> record_limits.RecordLimits:
+        """The part and record limits the readers enforce."""
+        return record_limits.RecordLimits(
+            *(int(self.threshold(n)) for n in ("max_part_bytes", "max_value_bytes",
+                                               "max_depth")))
 
     def to_dict(self) -> dict:
         out = {"thresholds": dict(self.thresholds),
@@ -667,8 +674,14 @@ THRESHOLDS = {
     "max_previous_overlap": 0.01,                    # ids also in the previous span
     "max_row_ratio": 3.0,                            # rows within [avg / r, avg * r] of
     "history_days": 7,                               # ... the last history_days spans
+    # What one part and one record may hold (components.common.record_limits): past
+    # these a part is refused or a record rejected, as bad data, in bounded memory.
+    "max_part_bytes": record_limits.DEFAULT_MAX_PART_BYTES,   # decompressed, per part
+    "max_value_bytes": record_limits.DEFAULT_MAX_VALUE_BYTES,  # per string value
+    "max_depth": record_limits.DEFAULT_MAX_DEPTH,              # nesting of a record
 }
-_INT_THRESHOLDS = ("min_rows", "max_rows", "history_days")
+_INT_THRESHOLDS = ("min_rows", "max_rows", "history_days", "max_part_bytes",
+                   "max_value_bytes", "max_depth")
 _SHARE_THRESHOLDS = ("min_label_rate", "max_label_rate", "max_null_rate",
                      "max_null_rate_increase", "max_duplicate_rate", "max_previous_overlap",
                      "max_rejected_rate")
@@ -797,7 +810,7 @@ def _parse_thresholds(raw: Mapping, problems: _Problems) -> list[tuple[str, floa
         if name not in THRESHOLDS:
             problems.add(where, f"unknown threshold (known: {', '.join(THRESHOLDS)})")
         elif name in _INT_THRESHOLDS and (isinstance(value, bool) or not isinstance(value, int)
-                                          or value < (1 if name == "history_days" else 0)):
+                                          or value < (0 if name in ("min_rows", "max_rows") else 1)):
             problems.add(where, f"must be a whole number >= 0, got {number_text(value)}")
         elif name not in _INT_THRESHOLDS and (not _number_or_none(value) or value is None
                                               or value < 0 or (name in _SHARE_THRESHOLDS

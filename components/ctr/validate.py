@@ -96,7 +96,12 @@ def run(spec: ValidateSpec) -> dict:
     t0 = time.perf_counter()
     out_dir = Path(spec.out_dir)
     with atomic_dir(out_dir) as tmp:
-        stats = compute_stats(span_dir, tmp / STATS_DIR, spec.sample_rows, spec.feature_config)
+        try:
+            stats = compute_stats(span_dir, tmp / STATS_DIR, spec.sample_rows,
+                                  spec.feature_config)
+        except quarantine.UNREADABLE as e:   # a part refused as data: no retry mends it
+            quarantine.refuse_unreadable(spec.quarantine_dir, span_dir, spec.run_id, e)
+            raise
         t_stats = time.perf_counter()
         previous, history, notes = _history(spec, span_dir, tmp / "reference")
         _import_gx()

@@ -10,15 +10,26 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 from components.common import rawfiles
 from components.common.errors import BadData
+from components.common.record_limits import RecordLimits, mend_surrogates
 from components.text.task_config import TextConfig
 
 PARQUET_SUFFIXES = (".parquet", ".pq", ".parquet.brotli")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson", ".ndjson.gz")
 SUCCESS_MARKER = "_SUCCESS"
+# Text no encoder meant: control characters, U+FFFD (bytes a decoder could not read), and
+# lone surrogates (mended to U+FFFD on read). The encoding rule counts such rows and
+# preprocessing drops them.
+BAD_CHARS_REGEX = r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffd]"
+_BAD_CHARS = re.compile(BAD_CHARS_REGEX)
+
+
+def badly_encoded(text: str | None) -> bool:
+    return bool(text) and _BAD_CHARS.search(text) is not None
 
 
 def span_parts(span_dir: str | Path, require_marker: bool = True) -> list[Path]:
@@ -38,28 +49,75 @@ def span_parts(span_dir: str | Path, require_marker: bool = True) -> list[Path]:
     return parts
 
 
-def read_rows(part: str | Path) -> list[dict]:
-    """Every row of one part file as a dict; an unreadable file is bad data."""
+def read_rows(part: str | Path, limits: RecordLimits = RecordLimits()) -> list[dict]:
+    """Every row of one part file as a dict; an unreadable file is bad data.
+
+    The part and record limits hold while the file streams: past `max_part_bytes`
+    decompressed, or at a line holding a value over `max_value_bytes` or nested deeper
+    than `max_depth`, the part is refused naming file and line (the text family reads a
+    day whole, so a record it cannot hold refuses the part rather than being skipped). A
+    lone surrogate in a string becomes U+FFFD, which the encoding rule counts within its
+    tolerance (`validation.max_bad_encoding_rate`) and preprocessing drops."""
     part = Path(part)
     try:
         if part.name.endswith(PARQUET_SUFFIXES):
-            import pyarrow.parquet as pq
-            return pq.read_table(part).to_pylist()
-        opener = gzip.open if part.name.endswith(".gz") else open
-        rows = []
-        with opener(part, "rt", encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                row = json.loads(line)
-                if not isinstance(row, dict):
-                    raise ValueError(f"line {n} is not a JSON object")
-                rows.append(row)
-        return rows
+            return _read_parquet(part, limits)
+        return _read_jsonl(part, limits)
+    except BadData:
+        raise
     except (OSError, ValueError, EOFError) as e:
         raise BadData(f"cannot read {part}: {e}") from e
     except Exception as e:  # noqa: BLE001 - pyarrow raises its own types for a broken file
         raise BadData(f"cannot read {part}: {type(e).__name__}: {e}") from e
+
+
+def _read_parquet(part: Path, limits: RecordLimits) -> list[dict]:
+    import pyarrow.parquet as pq
+    from beam_jobs.preprocess_ctr import parquet_bytes
+    pf = pq.ParquetFile(part)
+    limits.check_part_bytes(part, parquet_bytes(pf.metadata))
+    rows = pf.read().to_pylist()
+    for n, row in enumerate(rows, 1):
+        _check_row(row, part, n, 0, limits)
+    return rows
+
+
+def _read_jsonl(part: Path, limits: RecordLimits) -> list[dict]:
+    # Room for the other fields of a record beside one value at its limit.
+    max_line = 2 * limits.max_value_bytes + (64 << 10)
+    opener = gzip.open if part.name.endswith(".gz") else open
+    rows, read = [], 0
+    with opener(part, "rb") as f:
+        for n, line in enumerate(iter(lambda: f.readline(max_line + 1), b""), 1):
+            read += len(line)
+            limits.check_part_bytes(part, read, n)
+            if len(line) > max_line:
+                raise BadData(f"{part} line {n}: longer than {max_line} bytes, so it holds a "
+                              f"value over {limits.max_value_bytes} bytes (limit "
+                              "max_value_bytes): refusing the part")
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line.decode("utf-8"))
+            except RecursionError:
+                raise BadData(f"{part} line {n}: nested deeper than the JSON parser can "
+                              f"follow (limit max_depth {limits.max_depth}): refusing the "
+                              "part") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"line {n} is not a JSON object")
+            _check_row(row, part, n, len(line), limits)
+            rows.append(row)
+    return rows
+
+
+def _check_row(row: dict, part: Path, n: int, line_bytes: int, limits: RecordLimits) -> None:
+    """Refuse a row over the value or depth limit; lone surrogates become U+FFFD."""
+    problem = limits.record_problem(row, line_bytes or limits.max_value_bytes + 1)
+    if problem:
+        raise BadData(f"{part} line {n}: {problem[1]}: refusing the part")
+    for key, value in row.items():
+        if isinstance(value, str) and not value.isascii():
+            row[key] = mend_surrogates(value)
 
 
 def columns_of(rows: list[dict]) -> set[str]:
