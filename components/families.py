@@ -195,7 +195,9 @@ TEXT = Family(
         "batch_size": {"default": 16, "type": "integer", "minimum": 1, "maximum": 1024,
                        "description": "Texts per training step."},
         "max_train_examples": {"default": None, "type": ["null", "integer"], "minimum": 1,
-                               "description": "Train on at most this many texts. "
+                               "description": "Fine-tune on at most this many texts "
+                                              "(the classical baseline still sees all; "
+                                              "see classical_max_train_examples). "
                                               "Empty: all."},
         "dev_examples": {
             "default": 200, "type": "integer", "minimum": 0,
@@ -219,6 +221,20 @@ TEXT = Family(
             "description": "Reject a candidate whose macro-F1 on any task is below TF-IDF + "
                            "logistic regression's on the same eval texts. Empty: the "
                            "config's gate.beat_classical_baseline (on by default)."},
+        "classical_max_train_examples": {
+            "default": None, "type": ["null", "integer"], "minimum": 1,
+            "description": "Fit the TF-IDF + logistic regression baseline on at most this "
+                           "many training texts (memory on a huge corpus). Empty: all of "
+                           "the window's, whatever max_train_examples caps the fine-tune at."},
+        "min_eval_rows": {
+            "default": None, "type": ["null", "integer"], "minimum": 0,
+            "description": "Labelled eval texts each task needs before the gate may bless "
+                           "(fewer: not blessed, and why). Empty: the config's "
+                           "gate.min_eval_rows (200)."},
+        "min_eval_positives": {
+            "default": None, "type": ["null", "integer"], "minimum": 0,
+            "description": "Eval texts each class of each task needs before the gate may "
+                           "bless. Empty: the config's gate.min_eval_positives (5)."},
     },
 )
 

@@ -5,10 +5,22 @@ whose hash never put them in any training split) through their exported `serving
 signatures, so what is measured is what would serve. Per task: accuracy, macro-F1, log
 loss, AUC (of the positive class for a binary task, macro one-vs-rest otherwise), the
 majority-class baseline, and a classical baseline (TF-IDF word + character n-grams and
-logistic regression, `components.text.baseline`) fitted on the same training texts and
-scored on the same eval texts. A gate rule (on by default, `gate.beat_classical_baseline`)
-rejects a candidate whose macro-F1 on any task is below the classical baseline's: a broken
-fine-tune or a checkpoint unfit for the language is caught here, not by a user later.
+logistic regression, `components.text.baseline`) fitted on the window's training texts
+and scored on the same eval texts. The baseline is fitted on *all* training texts:
+`max_train_examples` caps the fine-tune (its speed), not the figure it must beat
+(`classical_max_train_examples` caps it explicitly, for memory on a huge corpus). A gate
+rule (on by default, `gate.beat_classical_baseline`) rejects a candidate whose macro-F1 on
+any task is below the classical baseline's: a broken fine-tune or a checkpoint unfit for
+the language is caught here, not by a user later.
+
+Verdicts need evidence (rule 21 of the design handbook). Per task, fewer labelled eval
+texts than `gate.min_eval_rows`, or fewer eval texts of any one class than
+`gate.min_eval_positives` (params of the same names override them per run), fail a rule
+that names the task, the classes and their counts. Macro-F1 differences are judged on
+paired bootstrap intervals (`components.metrics.paired_macro_f1_interval`: both models'
+predictions on the same eval texts, resampled together, fixed seed): against the
+classical baseline, and, with `gate.refuse_confidently_worse` (on), against the published
+model, which a candidate never replaces when its interval lies wholly below it.
 
 The shared gate (`components.gate.decide`) is fed the mean of the tasks' AUC and log
 loss as its headline `auc`/`log_loss`, and each task as a slice (`task=sentiment`,
@@ -42,7 +54,16 @@ class TextEvaluateSpec:
     min_auc: float | None = None  # default: the config's gate.min_auc; other limits: config
     beat_classical_baseline: bool | None = None   # default: the config's gate setting
     classical_report: bool = True  # fit the classical baseline for the report even if off
-    max_train_examples: int | None = None   # the classical baseline's training slice
+    # The fine-tune's training cap, recorded beside the classical baseline's figures only:
+    # the baseline trains on every training text unless classical_max_train_examples says.
+    max_train_examples: int | None = None
+    classical_max_train_examples: int | None = None   # None: all training texts
+    # Evidence per task (labelled rows) and per class; None: the config's gate settings.
+    min_eval_rows: int | None = None
+    min_eval_positives: int | None = None
+    # Paired bootstrap intervals of the macro-F1 differences.
+    bootstrap_resamples: int = 1000
+    bootstrap_seed: int = 0
     force_reason: str | None = None
     max_eval_examples: int | None = None
     eval_offset: int = 0          # skip this many eval rows (those used for early stopping)
@@ -136,9 +157,11 @@ def model_metrics(rows: dict, probs: dict, cfg) -> dict:
                                 for t, m in tasks.items() if m.get("n")}}}
 
 
-def classical_baseline(spec, cfg, rows: dict) -> dict:
-    """TF-IDF + logistic regression fitted on the same training texts and scored on the
-    same eval texts: the figure a fine-tune must beat to be worth serving."""
+def classical_baseline(spec, cfg, rows: dict) -> tuple[dict, dict]:
+    """TF-IDF + logistic regression fitted on the window's training texts and scored on the
+    same eval texts: the figure a fine-tune must beat to be worth serving. All training
+    texts, whatever `max_train_examples` (the fine-tune's cap) says: a baseline that sees
+    fewer rows than exist is a lower bar than the data allows. Returns (metrics, probs)."""
     import time
 
     from components.text import baseline as B
@@ -146,23 +169,128 @@ def classical_baseline(spec, cfg, rows: dict) -> dict:
 
     t0 = time.perf_counter()
     tasks = cfg.task_labels
-    train = read_eval_rows(spec.preprocess_dir, tasks, spec.max_train_examples, split=TRAIN_DIR)
+    train = read_eval_rows(spec.preprocess_dir, tasks, spec.classical_max_train_examples,
+                           split=TRAIN_DIR)
     probs = B.fit_predict(train["text"], {t: train[t].tolist() for t in tasks}, rows["text"],
                           {t: len(v) for t, v in tasks.items()},
                           class_weight=None if cfg.class_weighting == "none" else "balanced")
     metrics = model_metrics(rows, probs, cfg)
+    log.info("classical baseline fitted on %d training texts (cap %s; the fine-tune's "
+             "max_train_examples %s)", len(train["text"]),
+             spec.classical_max_train_examples or "none", spec.max_train_examples or "none")
     return {**metrics, "model": B.describe(), "train_rows": len(train["text"]),
-            "seconds": round(time.perf_counter() - t0, 1)}
+            "max_train_examples": spec.classical_max_train_examples,
+            "finetune_max_train_examples": spec.max_train_examples,
+            "seconds": round(time.perf_counter() - t0, 1)}, probs
+
+
+def paired_intervals(rows: dict, probs: dict, other_probs: dict, cfg, *,
+                     n_resamples: int = 1000, seed: int = 0, level: float = 0.95) -> dict:
+    """{task: interval of macro-F1(probs) - macro-F1(other_probs)} on each task's labelled
+    eval rows, both models resampled together (`paired_macro_f1_interval`); the estimate
+    equals the difference of the two `task_metrics` macro-F1s. Tasks without labelled
+    rows are left out."""
+    import numpy as np
+
+    from components import metrics as MX
+
+    out = {}
+    for task in cfg.tasks:
+        y = np.asarray(rows[task.name], dtype=np.int64)
+        keep = y >= 0
+        if not keep.any():
+            continue
+        ci = MX.paired_macro_f1_interval(
+            y[keep], np.asarray(probs[task.name])[keep],
+            np.asarray(other_probs[task.name])[keep], len(task.labels),
+            n_resamples=n_resamples, seed=seed, level=level)
+        out[task.name] = {**ci["delta"], "level": ci["level"], "rows": ci["rows"],
+                          "n_resamples": ci["n_resamples"], "seed": ci["seed"],
+                          "method": ci["method"]}
+    return out
+
+
+def _interval_of(candidate: dict, against: str, task: str) -> dict | None:
+    """The candidate's paired interval of a task's macro-F1 difference to `against`
+    ("classical" or "baseline"), or None when it has none."""
+    import math
+
+    d = ((candidate.get("macro_f1_delta") or {}).get(against) or {}).get(task)
+    if not isinstance(d, dict):
+        return None
+    for k in ("estimate", "low", "high"):
+        v = d.get(k)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return None
+    return d
+
+
+def evidence_rules(cfg, candidate: dict) -> list:
+    """Rule 21, per task: at least `gate.min_eval_rows` labelled eval texts and at least
+    `gate.min_eval_positives` eval texts of each of its classes (0: no such rule). A task
+    with no labelled eval text at all fails both: it cannot be judged."""
+    g, rules = cfg.gate, []
+    for task in cfg.tasks:
+        m = candidate["tasks"].get(task.name) or {}
+        n = int(m.get("n") or 0)
+        if g.min_eval_rows:
+            rules.append({"name": f"min_eval_rows[{task.name}]", "passed": n >= g.min_eval_rows,
+                          "observed": n, "limit": g.min_eval_rows, "task": task.name,
+                          "line": f"{task.name}: {n} labelled eval texts >= min_eval_rows "
+                                  f"{g.min_eval_rows}"})
+        if g.min_eval_positives:
+            per_class = m.get("per_class") or {}
+            counts = {c: int((per_class.get(c) or {}).get("support", 0)) for c in task.labels}
+            fewest = min(counts, key=lambda c: (counts[c], task.labels.index(c)))
+            below = [f"{c} {k}" for c, k in counts.items() if k < g.min_eval_positives]
+            rules.append({
+                "name": f"min_eval_positives[{task.name}]",
+                "passed": not below, "observed": counts[fewest],
+                "limit": g.min_eval_positives, "task": task.name, "class": fewest,
+                "per_class": counts,
+                "line": f"{task.name}: eval texts of every class >= min_eval_positives "
+                        f"{g.min_eval_positives} (fewest: {fewest} {counts[fewest]}"
+                        + (f"; below it: {', '.join(below)}" if below else "") + ")"})
+    return rules
 
 
 def task_rules(cfg, candidate: dict, baseline: dict | None, classical: dict | None) -> list:
-    """The text family's own gate rules, per task: the config's macro-F1 floor and largest
-    drop against the published model, and beating the classical baseline."""
-    rules = []
+    """The text family's own gate rules, per task: evidence (`evidence_rules`), the
+    config's macro-F1 floor and largest drop against the published model, beating the
+    classical baseline, and not being confidently worse than the published model.
+
+    `beats_classical_baseline[task]` on the paired interval in
+    `candidate["macro_f1_delta"]["classical"]` (`paired_intervals`): it passes only if the
+    point estimate of candidate - classical macro-F1 is >= -margin AND the interval is not
+    wholly below -margin. The stricter of the two honest readings, on purpose: the
+    bundled margin (0.02) was set as about one interval half-width on the point estimate,
+    so "fail only when the whole interval is below -margin" would count the noise twice
+    and bless a fine-tune worse than a bag of n-grams with 95 % confidence. Without an
+    interval, the point estimate alone (`test: point`). `observed` is the difference,
+    `limit` -margin, `baseline` the classical macro-F1, `delta_low`/`delta_high` the
+    interval (the report's interval column).
+
+    `not_worse_macro_f1[task]` (with `gate.refuse_confidently_worse` and a published
+    model): fails when the paired interval of candidate - published macro-F1 lies wholly
+    below 0, whatever `max_macro_f1_drop` allows.
+    """
+    eps = 1e-9
+    g = cfg.gate
+    rules = evidence_rules(cfg, candidate)
 
     def add(name, observed, limit, line):
-        rules.append({"name": name, "passed": observed >= limit - 1e-9, "observed": observed,
+        rules.append({"name": name, "passed": observed >= limit - eps, "observed": observed,
                       "limit": limit, "line": line})
+
+    def interval_fields(d: dict) -> dict:
+        return {"test": "paired_interval", "level": d.get("level", 0.95),
+                "rows": d.get("rows"), "delta": d["estimate"], "delta_low": d["low"],
+                "delta_high": d["high"]}
+
+    def where(d: dict) -> str:
+        pct = f"{d.get('level', 0.95):.0%}"
+        return (f"paired {pct} interval [{d['low']:+.4f}, {d['high']:+.4f}] on "
+                f"{d.get('rows')} eval texts ({d.get('n_resamples')} bootstrap resamples)")
 
     for task in cfg.tasks:
         f1 = candidate["tasks"][task.name].get("macro_f1")
@@ -179,10 +307,39 @@ def task_rules(cfg, candidate: dict, baseline: dict | None, classical: dict | No
                 f"{task.max_macro_f1_drop:.4f} (= {floor:.4f})")
         classic = ((classical or {}).get("tasks") or {}).get(task.name, {}).get("macro_f1")
         if classic is not None:
-            floor = classic - cfg.gate.classical_baseline_margin
-            add(f"beats_classical_baseline[{task.name}]", f1, floor,
-                f"{task.name} macro-F1 {f1:.4f} >= TF-IDF + logistic regression {classic:.4f}"
-                f" - margin {cfg.gate.classical_baseline_margin:.4f}")
+            margin = g.classical_baseline_margin
+            d = _interval_of(candidate, "classical", task.name)
+            name = f"beats_classical_baseline[{task.name}]"
+            if d is None:
+                delta = f1 - classic
+                rules.append({
+                    "name": name, "passed": delta >= -margin - eps, "observed": delta,
+                    "limit": -margin, "baseline": classic, "test": "point",
+                    "line": f"{task.name} macro-F1 {f1:.4f} - TF-IDF + logistic regression "
+                            f"{classic:.4f} = {delta:+.4f} >= -margin {margin:.4f}"})
+            else:
+                delta = d["estimate"]
+                rules.append({
+                    "name": name,
+                    "passed": delta >= -margin - eps and d["high"] >= -margin - eps,
+                    "observed": delta, "limit": -margin, "baseline": classic,
+                    **interval_fields(d),
+                    "line": f"{task.name} macro-F1 {f1:.4f} vs TF-IDF + logistic regression "
+                            f"{classic:.4f}: difference {delta:+.4f}, {where(d)}; needs the "
+                            f"difference >= -margin {margin:.4f} and the interval not "
+                            f"wholly below it"})
+        if g.refuse_confidently_worse and base is not None:
+            d = _interval_of(candidate, "baseline", task.name)
+            if d is not None:
+                pct = f"{d.get('level', 0.95):.0%}"
+                rules.append({
+                    "name": f"not_worse_macro_f1[{task.name}]", "passed": d["high"] >= 0,
+                    "observed": d["estimate"], "limit": 0.0, "baseline": base,
+                    **interval_fields(d),
+                    "line": f"{task.name} macro-F1 difference to the published model "
+                            f"{d['estimate']:+.4f} (published {base:.4f}), {where(d)}: not "
+                            f"wholly below 0 (worse than the published model with {pct} "
+                            f"confidence)"})
     return rules
 
 
@@ -195,6 +352,7 @@ def run(spec: TextEvaluateSpec) -> dict:
     from components.text import task_config as T
 
     cfg = T.from_resolved(read_json(Path(spec.preprocess_dir) / T.CONFIG_FILE))
+    cfg, evidence_notes = _with_run_overrides(cfg, spec)
     tasks = cfg.task_labels
     rows = read_eval_rows(spec.preprocess_dir, tasks, spec.max_eval_examples, spec.eval_offset)
     if not rows["text"]:
@@ -205,30 +363,41 @@ def run(spec: TextEvaluateSpec) -> dict:
     _, cand_sig = M.load_serving(spec.candidate_model_dir)
     cand_probs = M.serve_proba(cand_sig, rows["text"], spec.batch_size)
     candidate = model_metrics(rows, cand_probs, cfg)
+    intervals = {"n_resamples": spec.bootstrap_resamples, "seed": spec.bootstrap_seed}
     baseline = None
     if spec.baseline_model_dir:
         base_labels = M.read_labels(spec.baseline_model_dir)
         if base_labels.get("tasks") == labels.get("tasks"):
             _, base_sig = M.load_serving(spec.baseline_model_dir)
-            baseline = model_metrics(rows, M.serve_proba(base_sig, rows["text"],
-                                                         spec.batch_size), cfg)
+            base_probs = M.serve_proba(base_sig, rows["text"], spec.batch_size)
+            baseline = model_metrics(rows, base_probs, cfg)
+            candidate.setdefault("macro_f1_delta", {})["baseline"] = paired_intervals(
+                rows, cand_probs, base_probs, cfg, **intervals)
         else:
             log.warning("baseline %s has other labels (%s): decided without it",
                         spec.baseline_model_dir, base_labels.get("tasks"))
     g = cfg.gate
     beat_classical = g.beat_classical_baseline if spec.beat_classical_baseline is None \
         else spec.beat_classical_baseline
-    classical = classical_baseline(spec, cfg, rows) if beat_classical or spec.classical_report \
-        else None
+    classical = None
+    if beat_classical or spec.classical_report:
+        classical, classical_probs = classical_baseline(spec, cfg, rows)
+        candidate.setdefault("macro_f1_delta", {})["classical"] = paired_intervals(
+            rows, cand_probs, classical_probs, cfg, **intervals)
     thresholds = Thresholds(min_auc=g.min_auc if spec.min_auc is None else spec.min_auc,
                             max_auc_drop=g.max_auc_drop,
                             max_log_loss_increase=g.max_log_loss_increase,
                             max_slice_auc_drop=g.max_task_auc_drop,
-                            min_slice_rows=g.min_task_rows, min_slice_positives=0)
-    notes = [] if beat_classical else [
-        "classical-baseline rule switched off for this run ("
-        + ("param beat_classical_baseline" if spec.beat_classical_baseline is False
-           else "config gate.beat_classical_baseline") + ")"]
+                            min_slice_rows=g.min_task_rows, min_slice_positives=0,
+                            refuse_confidently_worse=g.refuse_confidently_worse)
+    labelled = ", ".join(f"{t} {m.get('n', 0)}" for t, m in candidate["tasks"].items())
+    notes = [f"judged on {len(rows['text'])} eval texts (labelled per task: {labelled})",
+             *evidence_notes]
+    if not beat_classical:
+        notes.append(
+            "classical-baseline rule switched off for this run ("
+            + ("param beat_classical_baseline" if spec.beat_classical_baseline is False
+               else "config gate.beat_classical_baseline") + ")")
     decision = decide(candidate, baseline, thresholds, spec.force_reason,
                       extra_rules=task_rules(cfg, candidate, baseline,
                                              classical if beat_classical else None),
@@ -270,6 +439,26 @@ def run(spec: TextEvaluateSpec) -> dict:
             "baseline": headline(baseline), "classical_baseline": headline(classical),
             "rows": len(rows["text"]),
             "scores_sample_uri": str(sample), "report_uri": None}
+
+
+def _with_run_overrides(cfg, spec: TextEvaluateSpec):
+    """The config with this run's evidence minimums (params min_eval_rows /
+    min_eval_positives), and a note for each one that differs from the config's, so the
+    registry entry says the run was judged on other minimums."""
+    overrides, notes = {}, []
+    for key in ("min_eval_rows", "min_eval_positives"):
+        value = getattr(spec, key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{key} must be an integer >= 0, got {value!r}")
+        if value != getattr(cfg.gate, key):
+            overrides[key] = value
+            notes.append(f"{key} {value} for this run (param {key}; config gate.{key} "
+                         f"{getattr(cfg.gate, key)})")
+    if not overrides:
+        return cfg, notes
+    return dataclasses.replace(cfg, gate=dataclasses.replace(cfg.gate, **overrides)), notes
 
 
 if __name__ == "__main__":

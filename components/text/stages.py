@@ -62,4 +62,7 @@ def evaluate(ctx: dict, params: dict, upstream: dict) -> dict:
             "force_reason": params.get("force_bless_reason"),
             "max_eval_examples": params.get("max_eval_examples"),
             "max_train_examples": params.get("max_train_examples"),
+            "classical_max_train_examples": params.get("classical_max_train_examples"),
+            "min_eval_rows": params.get("min_eval_rows"),
+            "min_eval_positives": params.get("min_eval_positives"),
             "eval_offset": 2 * dev_examples(params, upstream)}

@@ -42,7 +42,11 @@ def test_text_dag_publishes_a_model_that_serves_raw_strings(airflow_home, text_h
             # 48 training texts and one epoch: a smoke run of the bundled path, not a fine-tune
             # worth serving; the classical-baseline rule is tested on a corpus it can learn
             # (test_text_user_corpus_dag.py), here it is switched off by its param.
-            "beat_classical_baseline": False}
+            "beat_classical_baseline": False,
+            # 32 scored texts over 6 topics: far below the evidence a daily verdict needs
+            # (gate.min_eval_rows 200, 5 per class; test_text_evidence.py); a smoke run
+            # lowers the minimums by their params, and the registry entry says so.
+            "min_eval_rows": 0, "min_eval_positives": 0}
     run = dag.test(logical_date=dt.datetime(2026, 11, 3, tzinfo=UTC), run_conf=conf)
     states = task_states(run)
     assert set(states) == TASKS
@@ -59,6 +63,8 @@ def test_text_dag_publishes_a_model_that_serves_raw_strings(airflow_home, text_h
     # The rule switched off by the param is said so in the registry entry.
     assert "classical-baseline rule switched off for this run (param " \
         "beat_classical_baseline)" in current["gate"]["reasons"]
+    assert "min_eval_rows 0 for this run (param min_eval_rows; config gate.min_eval_rows " \
+        "200)" in current["gate"]["reasons"]
     metrics = current["metrics"]
     assert 0.0 <= metrics["auc"] <= 1.0 and metrics["log_loss"] > 0
     assert {"sentiment", "topic"} <= set(metrics["tasks"])
@@ -72,7 +78,8 @@ def test_text_dag_publishes_a_model_that_serves_raw_strings(airflow_home, text_h
                               .glob("*/run_summary.json")).read_text())
     pre = summary["preprocess"]
     assert pre["rows_in"] == 360 and pre["rows_train"] + pre["rows_eval"] \
-        + pre["exact_duplicates"] + pre["near_duplicates"] + pre["rows_empty_text"] == 360
+        + pre["exact_duplicates"] + pre["near_duplicates"] + pre["rows_empty_text"] \
+        + pre["rows_invalid_text"] == 360
     train = summary["train"]
     assert train["eval_loss_after"] < train["eval_loss_before"]
     # The gate scored only eval texts that early stopping (the first dev texts) and

@@ -60,7 +60,9 @@ def _dag():
 def _conf(raw, config, **extra) -> dict:
     return {"raw_root": str(raw), "text_config": str(config), "window_days": 2,
             "eval_percent": 30, "epochs": 2, "batch_size": 16, "dev_examples": 0,
-            "warm_start": False, **extra}
+            # About 96 held-out tickets (2 x 160, 30 %): below the daily default of 200
+            # labelled eval texts per task (test_text_evidence.py), enough for this corpus.
+            "min_eval_rows": 60, "warm_start": False, **extra}
 
 
 def test_user_tickets_train_validate_publish_and_rerun(airflow_home, tickets):
@@ -82,8 +84,15 @@ def test_user_tickets_train_validate_publish_and_rerun(airflow_home, tickets):
     classical = report["classical_baseline"]["tasks"]["queue"]
     assert classical["n"] == queue["n"] > 0                  # same eval texts
     rules = {r["name"]: r for r in report["decision"]["rules"]}
-    assert rules["beats_classical_baseline[queue]"]["passed"] is True
-    assert rules["beats_classical_baseline[queue]"]["limit"] == classical["macro_f1"]
+    beats = rules["beats_classical_baseline[queue]"]
+    assert beats["passed"] is True and beats["test"] == "paired_interval"
+    assert beats["baseline"] == classical["macro_f1"]
+    assert beats["observed"] == pytest.approx(queue["macro_f1"] - classical["macro_f1"])
+    assert beats["delta_low"] <= beats["delta_high"] and beats["rows"] == queue["n"]
+    # The baseline fitted on every training text of the window.
+    pre = json.loads((run_dir / "preprocess" / "summary.json").read_text())
+    assert report["classical_baseline"]["train_rows"] == pre["rows_train"] > 0
+    assert rules["min_eval_rows[queue]"]["observed"] == queue["n"] >= 60
     validation = json.loads((run_dir / "validation" / "validation.json").read_text())
     assert validation["gate"] == "passed" and validation["rows"] == 160
     assert validation["unknown_tokens"]["rate"] < 0.05

@@ -91,7 +91,9 @@ def test_text_rules_demand_the_classical_baseline_and_config_limits():
 
     cfg = T.from_dict({"example_id": "id", "text": "t", "tasks": {
         "queue": {"labels": ["a", "b"], "min_macro_f1": 0.7, "max_macro_f1_drop": 0.02}}})
-    cand = {"tasks": {"queue": {"macro_f1": 0.80}}}
+    # Enough evidence (the gate's default minimums: 200 labelled texts, 5 of each class).
+    cand = {"tasks": {"queue": {"macro_f1": 0.80, "n": 400,
+                                "per_class": {"a": {"support": 150}, "b": {"support": 250}}}}}
     rules = {r["name"]: r for r in task_rules(cfg, cand, {"tasks": {"queue": {"macro_f1": 0.81}}},
                                               {"tasks": {"queue": {"macro_f1": 0.85}}})}
     assert rules["min_macro_f1[queue]"]["passed"] is True
