@@ -136,12 +136,14 @@ CTR = Family(
                                   "(Training examples wins when both are set)."},
         "min_auc": {"default": 0.6, "type": "number", "minimum": 0, "maximum": 1,
                     "description": "Absolute AUC a candidate must reach to be published."},
-        "min_eval_rows": {"default": 200, "type": "integer", "minimum": 0,
+        "min_eval_rows": {"default": None, "type": ["null", "integer"], "minimum": 0,
                           "description": "Held-out rows of the window the gate needs before "
-                                         "it may bless (fewer: not blessed, and why)."},
-        "min_eval_positives": {"default": 20, "type": "integer", "minimum": 0,
+                                         "it may bless (fewer: not blessed, and why). Empty: "
+                                         "the feature config's gate.min_eval_rows (200)."},
+        "min_eval_positives": {"default": None, "type": ["null", "integer"], "minimum": 0,
                                "description": "Held-out clicks the gate needs before it may "
-                                              "bless."},
+                                              "bless. Empty: the feature config's "
+                                              "gate.min_eval_positives (20)."},
         "ps_count": {"default": 1, "type": "integer", "minimum": 1, "maximum": 64,
                      "description": "Parameter servers of the training cluster (the ID "
                                     "embedding tables are split over them)."},

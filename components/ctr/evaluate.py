@@ -46,9 +46,10 @@ class EvaluateSpec:
     # "interval": the two rules above on the paired bootstrap interval (fail only when
     # worse with 95 % confidence); "point": on the point estimates (components.gate).
     regression_test: str = "interval"
-    # Evidence the gate needs before it may bless (components.gate.Thresholds).
-    min_eval_rows: int = 200
-    min_eval_positives: int = 20
+    # Evidence the gate needs before it may bless (components.gate.Thresholds); None:
+    # the feature config's `gate` section (default 200 rows, 20 clicks).
+    min_eval_rows: int | None = None
+    min_eval_positives: int | None = None
     refuse_confidently_worse: bool = True
     force_reason: str | None = None
     # Slices (components.ctr.slices.SLICES when None, none when []) and their guard.
@@ -118,6 +119,10 @@ def assess(labels, scores: dict, slice_values: dict, thresholds, force_reason: s
 
 
 SPAN_SLICE = "span"
+
+
+def _or_config(value, configured):
+    return configured if value is None else value
 
 
 def split_of(cfg, eval_percent: int) -> dict:
@@ -213,8 +218,10 @@ def run(spec: EvaluateSpec) -> dict:
     thresholds = gate.Thresholds(min_auc=spec.min_auc, max_auc_drop=spec.max_auc_drop,
                                  max_log_loss_increase=spec.max_log_loss_increase,
                                  regression_test=spec.regression_test,
-                                 min_eval_rows=spec.min_eval_rows,
-                                 min_eval_positives=spec.min_eval_positives,
+                                 min_eval_rows=_or_config(spec.min_eval_rows,
+                                                          cfg.gate.min_eval_rows),
+                                 min_eval_positives=_or_config(spec.min_eval_positives,
+                                                               cfg.gate.min_eval_positives),
                                  refuse_confidently_worse=spec.refuse_confidently_worse,
                                  max_slice_auc_drop=spec.max_slice_auc_drop,
                                  min_slice_rows=spec.min_slice_rows,

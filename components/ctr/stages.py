@@ -42,7 +42,7 @@ def evaluate(ctx: dict, params: dict, upstream: dict) -> dict:
                                  (upstream["preprocess"].get("window_screen") or {}).get(
                                      "used", [ctx["span"]])],
             "eval_percent": params["eval_percent"], "min_auc": params["min_auc"],
-            "min_eval_rows": params["min_eval_rows"],
-            "min_eval_positives": params["min_eval_positives"],
+            "min_eval_rows": params.get("min_eval_rows"),
+            "min_eval_positives": params.get("min_eval_positives"),
             "force_reason": params.get("force_bless_reason"),
             "registry_root": f"{ctx['home']}/registry", "model_name": ctx["family"]}

@@ -299,3 +299,21 @@ def test_unknown_keys_are_named_and_values_never_shown():
                   "slices[0]: unknown column <a string that is not a short name>"):
         assert place in message, place
     assert SECRET not in message and "SECRETHASH" not in message
+
+
+def test_the_gate_section_sets_the_evidence_minimums_and_defaults_keep_the_fingerprint():
+    import yaml
+    from importlib import resources
+    raw = yaml.safe_load((resources.files("components.ctr") / "feature_configs"
+                          / "generated.yaml").read_text())
+    base = fc.from_dict(raw)
+    assert base.gate == fc.GateDefaults(200, 20)
+    assert "gate" not in base.to_dict()          # defaults: fingerprints of old configs hold
+    raw["gate"] = {"min_eval_rows": 50, "min_eval_positives": 3}
+    small = fc.from_dict(raw)
+    assert small.gate == fc.GateDefaults(50, 3) and small.fingerprint() != base.fingerprint()
+    assert fc.from_dict(small.to_dict()).gate == small.gate   # survives the model's copy
+    raw["gate"] = {"min_eval_rows": -1, "min_eval_rowz": 5}
+    with pytest.raises(fc.ConfigError) as e:
+        fc.from_dict(raw)
+    assert "gate.min_eval_rows" in str(e.value) and "gate.min_eval_rowz" in str(e.value)
