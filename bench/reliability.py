@@ -71,6 +71,9 @@ TEXT_PARAMS = {"window_days": 2, "eval_percent": 30, "epochs": 1, "batch_size": 
                "dev_examples": 0, "warm_start": False, "max_seq_length": None,
                "max_train_examples": None, "max_eval_examples": None, "strategy": "default",
                "min_auc": 0.5, "beat_classical_baseline": False, "force_bless_reason": None,
+               # 2 days x 160 tickets, 30 % held out: about 100 eval texts, under the
+               # gate's default evidence minimum; the push cases need a blessed fixture
+               "min_eval_rows": 40, "min_eval_positives": 5,
                "override_validation_reason": None, "override_validation_rules": None}
 PARAMS = {"ctr": CTR_PARAMS, "text": TEXT_PARAMS}
 DAG_ID = {"ctr": "ctr_daily_retrain", "text": "text_daily_finetune"}
@@ -222,6 +225,7 @@ class Outcome:
     message: str
     out_dir: str | None = None
     stage: str | None = None
+    figures: dict | None = None   # what a case measured (peak RSS, race rounds)
 
 
 def quiet_launch_log() -> None:
@@ -283,11 +287,13 @@ class Case:
     name: str
     family: str
     stage: str              # validate | preprocess | train | evaluate | push | run_inputs | params | registry
-    category: str           # raw_data | params | config | registry
+    category: str           # raw_data | params | config | registry | handoff | race |
+    #                         secrets | hostile | full_disk
     setup: Callable[["CaseEnv"], Outcome]
     names: tuple[str, ...]  # the message must contain each of these
     expect: str = "refused"  # refused | accepted
     kinds: tuple[str, ...] = (BAD_DATA,)   # typed failures accepted as clean ("*": any typed)
+    absent: tuple[str, ...] = ()   # must appear in no message, log or artifact (secrets)
 
     @property
     def expected(self) -> str:
@@ -529,6 +535,299 @@ def push_case(change: Callable[[CaseEnv, dict], None]) -> Callable[[CaseEnv], Ou
         env.reg_before = registry_state(env.home)
         return call_outcome(lambda: push_task(env.fam, ctx, up, env.home))
     return setup
+
+
+# ------------------------------------------------------------------ hand-offs and hostile input
+
+SECRET = "RETRAIN-PLANTED-SECRET-7f3a9c"   # planted in files that params name
+
+
+def leaked(needles: tuple[str, ...], message: str, home: Path) -> list[str]:
+    """Where any needle shows: the message, the campaign log, any file under the case home."""
+    if not needles:
+        return []
+    where = ["message"] if any(n in message for n in needles) else []
+    files = [Path(LOG_FILE)] if LOG_FILE else []
+    files += [p for p in home.rglob("*") if p.is_file() and p.name != "planted-secret.yaml"]
+    for p in files:
+        try:
+            if p.stat().st_size < 64 << 20 and any(n.encode() in p.read_bytes() for n in needles):
+                where.append(str(p.relative_to(home) if home in p.parents else p))
+        except OSError:
+            continue
+    return where
+
+
+def _rewrite_keeping_size_and_mtime(part: Path) -> None:
+    """Flip one byte in the middle of a part: same size, same mtime, other content."""
+    st = part.stat()
+    data = bytearray(part.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    part.write_bytes(bytes(data))
+    os.utime(part, ns=(st.st_atime_ns, st.st_mtime_ns))
+    after = part.stat()
+    assert (after.st_size, after.st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+
+
+def handoff_case(day: str) -> Callable[[CaseEnv], Outcome]:
+    """A day validated, then rewritten (same size and mtime), then handed to preprocess:
+    the digest validation recorded (what the validate task stores with its verdict) is
+    checked by the same function the DAG's preprocess, train and evaluate tasks call."""
+    def setup(env: CaseEnv) -> Outcome:
+        from components.common import custody, quarantine
+        env.copy_raw()
+        day_dir = env.raw_root / f"dt={day}"
+        recorded = custody.content(day_dir)
+        _rewrite_keeping_size_and_mtime(sorted(day_dir.glob("part-*"))[0])
+        ctx = env.ctx()
+        outcome = call_outcome(lambda: custody.verify(
+            day, day_dir, recorded, stage="preprocess", quarantine_dir=ctx["quarantine_dir"],
+            run_id=ctx["run_id"]))
+        if outcome.refused and not quarantine.is_quarantined(ctx["quarantine_dir"],
+                                                             f"dt={day}"):
+            return Outcome(True, "not_quarantined", outcome.message)
+        return outcome
+    return setup
+
+
+def split_case(change: dict) -> Callable[[CaseEnv], Outcome]:
+    """The published model's recorded split edited (as if trained under another split),
+    then the evaluate step compares a candidate against it."""
+    def breaks(mdir: Path) -> None:
+        meta_file = mdir / str(current_version(mdir)) / "retrain_meta.json"
+        meta = json.loads(meta_file.read_text())
+        meta["split"] = {**meta["split"], **change}
+        meta_file.write_text(json.dumps(meta))
+    return registry_case(breaks, "evaluate")
+
+
+RACE = textwrap.dedent("""
+    import json, sys, time
+    from components.registry import Registry, StaleBaseline
+    root, action, model, start, expect, who = sys.argv[1:7]
+    time.sleep(max(0.0, float(start) - time.time()))
+    reg = Registry(root)
+    try:
+        if action == "rollback":
+            meta = reg.rollback("ctr", to_version=int(expect) - 1, who="oncall", why="race")
+        else:
+            meta = reg.publish(model, "ctr", {"run_id": who}, expect_current=int(expect))
+        print(json.dumps({"outcome": "done", "version": meta["version"]}))
+    except StaleBaseline as e:
+        print(json.dumps({"outcome": "stale", "message": str(e)}))
+""")
+
+
+def race_case(other: str, rounds: int = 20) -> Callable[[CaseEnv], Outcome]:
+    """`rounds` times: a push publishing against the current version races `other` (a
+    rollback, or a second push evaluated against the same version) in two processes that
+    start at the same instant (staggered by round, so both orders happen)."""
+    def setup(env: CaseEnv) -> Outcome:
+        from components.registry import Registry
+        model = FX.results["ctr.train"]["model_dir"]
+        undone = both_won = 0
+        lines = []
+        for i in range(rounds):
+            root = env.home / f"registry-{i}"
+            shutil.copytree(FX.home / "registry", root)
+            reg = Registry(root)
+            reg.publish(model, "ctr", {"run_id": "second"})     # v1 archived, v2 current
+            base = reg.current_version("ctr")
+            start = time.time() + 1.5
+            procs = [subprocess.Popen(
+                [PY, "-c", RACE, str(root), action, model, str(start + delay), str(base), who],
+                stdout=subprocess.PIPE, text=True, cwd=REPO)
+                for action, delay, who in (("push", 0.0, "run-a"),
+                                           (other, 0.004 * (i % 4), "run-b"))]
+            push, rival = (json.loads(p.communicate(timeout=120)[0]) for p in procs)
+            final = reg.current_version("ctr")
+            errors = reg.check("ctr")
+            if other == "rollback" and rival["outcome"] == "done" and final != base - 1:
+                undone += 1
+            if push["outcome"] == rival["outcome"] == "done" and other != "rollback":
+                both_won += 1
+            lines.append(f"{push['outcome']}/{rival['outcome']}->{final}"
+                         + (f" errors {errors}" if errors else ""))
+            if errors:
+                return Outcome(True, "registry_inconsistent", "; ".join(lines))
+        message = f"{rounds} rounds: " + ", ".join(lines)
+        figures = {"rounds": rounds, "rollbacks_undone": undone, "both_published": both_won}
+        if undone or both_won:
+            return Outcome(True, "race_lost", message, figures=figures)
+        return Outcome(False, "accepted", message, figures=figures)
+    return setup
+
+
+def secret_case(stage: str) -> Callable[[CaseEnv], Outcome]:
+    """A file holding a planted secret, inside an allowed config root, named by the
+    family's config param: at the run-input check, or given to the step itself."""
+    def setup(env: CaseEnv) -> Outcome:
+        path = env.home / "planted-secret.yaml"
+        path.write_text(f"root:x:0:0:{SECRET}:/root:/bin/bash\napi_key: {SECRET}\n"
+                        f"{SECRET}: [1, 2\n")
+        if stage == "run_inputs":     # it copies the raw data itself
+            return run_inputs_case(config=lambda e: str(path))(env)
+        env.copy_raw()
+        return env.run_stage(stage, ctx=env.ctx(config=str(path)))
+    return setup
+
+
+def _jsonl_part(rows: list[bytes], name: str = "part-00001.jsonl.gz"):
+    def mutate(span_dir: Path) -> None:
+        (span_dir / name).write_bytes(gzip.compress(b"".join(rows)))
+    return mutate
+
+
+def _ctr_row(i: int, **changes) -> dict:
+    row = {"example_id": f"hostile-{i}", "ts": 1_700_000_000, "user_id": f"u{i}",
+           "item_id": "i1", "category_id": "c1", "device": "ios", "hour": 3, "position": 1,
+           "price": 1.0, "user_past_clicks": 0.0, "item_age_days": 1.0, "click": 0}
+    return {**row, **changes}
+
+
+def _lines(n: int, make: Callable[[int], str]) -> list[bytes]:
+    return [(make(i) + "\n").encode() for i in range(n)]
+
+
+def bomb_case(expands_to: int, config_limit: int | None = None
+              ) -> Callable[[CaseEnv], Outcome]:
+    """A gzip part of 512 KB records (legal lines, each value over the value limit)
+    expanding to `expands_to` bytes, validated in a fresh process whose peak RSS is
+    measured (bench/hostile_bomb.py's child)."""
+    def setup(env: CaseEnv) -> Outcome:
+        sys.path.insert(0, str(REPO / "bench"))
+        import hostile_bomb
+        span = env.copy_raw()
+        record = (json.dumps(_ctr_row(0, device="d" * (512 << 10))) + "\n").encode()
+        hostile_bomb.write_gzip(span / "part-00001.jsonl.gz",
+                                hostile_bomb.repeated(record, expands_to))
+        config = ""
+        if config_limit:
+            config = str(cfg_file(_ctr_cfg(_set("validation.thresholds",
+                                                {"max_part_bytes": config_limit})),
+                                  "limits.yaml")(env))
+        out = env.home / "validation"
+        r = hostile_bomb.measure(span, out, config)
+        figures = {"expanded_bytes": expands_to, "gzip_bytes":
+                   (span / "part-00001.jsonl.gz").stat().st_size,
+                   "peak_rss_mb": r.get("peak_rss_mb"), "seconds": r.get("seconds")}
+        if r["outcome"] in ("passed", "overridden"):
+            return Outcome(False, "accepted", json.dumps(r), str(out), "validate", figures)
+        return Outcome(True, r.get("error_kind") or r["outcome"],
+                       f"{r['outcome']}: {r.get('message', r.get('error', ''))}", str(out),
+                       "validate", figures)
+    return setup
+
+
+def full_disk_case(stage: str) -> Callable[[CaseEnv], Outcome]:
+    """The case's runs folder is a 1 MB tmpfs filled to its last 24 KB; the stage runs
+    into it (needs root for mount)."""
+    def setup(env: CaseEnv) -> Outcome:
+        env.copy_raw()
+        runs = env.home / "runs"
+        runs.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(runs)],
+                       check=True, capture_output=True)
+        try:
+            filler = runs / ".filler"
+            with open(filler, "wb", buffering=0) as f:
+                try:
+                    while True:
+                        f.write(b"\0" * 4096)
+                except OSError:
+                    pass
+            os.truncate(filler, filler.stat().st_size - (24 << 10))
+            t = time.time()
+            outcome = env.run_stage(stage)
+            outcome.figures = {"seconds_to_fail": round(time.time() - t, 1)}
+            return outcome
+        finally:
+            subprocess.run(["umount", "-l", str(runs)], check=False)
+    return setup
+
+
+def _t_surrogates(span_dir: Path) -> None:
+    """One ticket in ten gets a lone surrogate, as a JSON escape (valid JSON, invalid text)."""
+    part = _text_part(span_dir)
+    rows = read_jsonl(part)
+    with gzip.open(part, "wt", encoding="ascii") as f:
+        f.writelines(json.dumps({**r, "body": r["body"] + ("\ud800" if i % 10 == 0 else "")})
+                     + "\n" for i, r in enumerate(rows))
+
+
+def hand_off_cases(add) -> None:
+    for fam, days in (("ctr", CTR_DAYS), ("text", TEXT_DAYS)):
+        part = "part-00000.parquet" if fam == "ctr" else "part-00000.jsonl.gz"
+        for which, day in (("span", days[-1]), ("window_day", days[-2])):
+            add(f"{fam}.handoff.{which}_rewritten_same_size_and_mtime", fam, "preprocess",
+                "handoff", handoff_case(day), [f"dt={day}", part, "validat"],
+                kinds=("ContentChanged",))
+        cp = "feature_config" if fam == "ctr" else "text_config"
+        add(f"{fam}.secrets.config_param_names_a_secret_file", fam, "run_inputs", "secrets",
+            secret_case("run_inputs"), [cp, "planted-secret.yaml"], kinds=("refused",),
+            absent=(SECRET,))
+        add(f"{fam}.secrets.step_reads_a_secret_file", fam, "validate", "secrets",
+            secret_case("validate"), ["planted-secret.yaml"], absent=(SECRET,))
+    add("ctr.handoff.split_other_hash", "ctr", "evaluate", "handoff",
+        split_case({"hash": "md5-of-example-id"}), ["hash", "md5-of-example-id"])
+    add("ctr.handoff.split_other_id_column", "ctr", "evaluate", "handoff",
+        split_case({"id_column": "user_id"}), ["id_column", "user_id"])
+    add("ctr.handoff.split_other_eval_share", "ctr", "evaluate", "handoff",
+        split_case({"eval_percent": 10}), [], expect="accepted")
+    add("ctr.race.publish_vs_publish", "ctr", "registry", "race", race_case("push"), [],
+        expect="accepted")
+    add("ctr.race.rollback_vs_publish", "ctr", "registry", "race", race_case("rollback"), [],
+        expect="accepted")
+
+
+def hostile_cases(add) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    n = 100    # 100 records against the span's 4,000 rows: past the 0.1 % reject budget
+    ctr = [
+        ("deep_nesting", _lines(n, lambda i: json.dumps(_ctr_row(i))[:-1] + f', "junk": {deep}}}'),
+         ["too_deep", "part-00001.jsonl.gz"]),
+        ("deep_nesting_in_a_known_field", _lines(n, lambda i: json.dumps(
+            _ctr_row(i, device=[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["x"]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]))),
+         ["wrong_type", "part-00001.jsonl.gz"]),
+        ("huge_values", _lines(n, lambda i: json.dumps(_ctr_row(i, item_id="v" * 200_000))),
+         ["oversize_value", "part-00001.jsonl.gz"]),
+        ("lone_surrogates", _lines(n, lambda i: json.dumps(_ctr_row(i, user_id="u\ud800"))),
+         ["invalid_text", "part-00001.jsonl.gz"]),
+        ("nul_in_strings", _lines(n, lambda i: json.dumps(_ctr_row(i, device="io\u0000s"))),
+         ["invalid_text"]),
+        ("invalid_utf8_bytes", [json.dumps(_ctr_row(i)).encode().replace(b"ios", b"i\xc3\x28s")
+                                + b"\n" for i in range(n)], ["non_utf8"]),
+    ]
+    for name, rows, names in ctr:
+        add(f"ctr.hostile.{name}", "ctr", "validate", "hostile", raw_case(_jsonl_part(rows)),
+            names)
+    add("ctr.hostile.preprocess_deep_nesting", "ctr", "preprocess", "hostile",
+        raw_case(_jsonl_part(ctr[0][1])), [], expect="accepted")   # counted rejects
+    add("ctr.hostile.gzip_bomb_1gb", "ctr", "validate", "hostile", bomb_case(1 << 30),
+        ["oversize_value", "part-00001.jsonl.gz"])
+    add("ctr.hostile.gzip_bomb_over_part_limit", "ctr", "validate", "hostile",
+        bomb_case(1 << 30, config_limit=64 << 20), ["PartTooLarge", "part-00001.jsonl.gz",
+                                                    "max_part_bytes"])
+
+    def text_line(body_json: str) -> bytes:
+        return ('{"ticket_id": "T-hostile", "subject": "x", "team": "billing", "body": '
+                + body_json + "}\n").encode()
+    text = [
+        ("deep_nesting", _extra_text_part("part-00001.jsonl", text_line(deep)),
+         ["part-00001.jsonl line 1", "max_depth"]),
+        ("huge_value", _extra_text_part("part-00001.jsonl", text_line(json.dumps("y" * (3 << 20)))),
+         ["part-00001.jsonl line 1", "max_value_bytes"]),
+        ("gzip_bomb", lambda span: (span / "part-00001.jsonl.gz").write_bytes(   # 300 MB
+            gzip.compress((b" " * 1023 + b"\n") * (300 << 10), 9)),
+         ["part-00001.jsonl.gz", "max_part_bytes"]),
+        ("lone_surrogates", _t_surrogates, ["expect_column_values_to_not_match_regex"]),
+    ]
+    for name, mutate, names in text:
+        add(f"text.hostile.{name}", "text", "validate", "hostile", raw_case(mutate), names)
+    for fam, stage in (("ctr", "validate"), ("ctr", "preprocess"), ("ctr", "train"),
+                       ("text", "validate"), ("text", "preprocess")):
+        add(f"{fam}.full_disk.{stage}", fam, stage, "full_disk", full_disk_case(stage),
+            ["no space left"], kinds=("transient",))
 
 
 # ------------------------------------------------------------------ the case list
@@ -963,8 +1262,9 @@ def cases() -> list[Case]:
         ("max_class_share_2", _text_cfg(_set("validation.max_class_share", 2)),
          ["max_class_share"]),
         ("min_rows_negative", _text_cfg(_set("validation.min_rows", -5)), ["min_rows"]),
+        # the path is a value of the file: named by its key, never echoed (rule 23)
         ("checkpoint_missing", _text_cfg(_set("checkpoint", "/nonexistent/ckpt")),
-         ["/nonexistent/ckpt"]),
+         ["checkpoint"]),
         ("bad_yaml", lambda: "tasks: {queue: [\n", ["config.yaml"]),
     ]
     for name, content, names, *resolve_ok in text_cfgs:
@@ -1013,6 +1313,8 @@ def cases() -> list[Case]:
             (lambda env: (registry_copy(env), cli_outcome(
                 ["registry", "rollback", env.fam, "--to", "1", "--why", " "], env.home))[1]),
             ["why"], kinds=("cli",))
+    hand_off_cases(add)
+    hostile_cases(add)
     for c in C:
         # Step specs are built by code from checked params: any typed failure with a
         # message naming the field is clean there (the DAG never sends these).
@@ -1087,6 +1389,11 @@ def run_case(case: Case, work: Path) -> dict:
     missing = [n for n in names if n not in outcome.message]
     if missing:
         problems.append(f"message lacks {missing}")
+    leaks = leaked(case.absent, outcome.message, home)
+    if leaks:
+        problems.append(f"leaked into {leaks}")
+    if case.category == "hostile" and outcome.kind == "transient":
+        problems.append("a hostile record was taken as transient (it would be retried)")
     out = Path(outcome.out_dir) if outcome.out_dir else None
     partial = partial_visible(outcome.stage, out) if out and outcome.stage in OUT_KEY else False
     if partial:
@@ -1122,7 +1429,11 @@ def run_case(case: Case, work: Path) -> dict:
             "partial_artifact": partial, "bad_models_published": bad_published,
             "published_over_broken_registry": over_broken,
             "registry_errors_after": reg_errors_after,
-            "rows_lost": 0, "orphans": 0, "verdict": "FAIL" if problems else "PASS",
+            "rows_lost": 0, "orphans": 0, "leaks": len(leaks),
+            "hostile_retried": int(case.category == "hostile" and outcome.kind == "transient"),
+            "rollbacks_undone": (outcome.figures or {}).get("rollbacks_undone", 0),
+            **({"figures": outcome.figures} if outcome.figures else {}),
+            "verdict": "FAIL" if problems else "PASS",
             "problems": problems, "seconds": round(seconds, 1)}
 
 
@@ -1452,7 +1763,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="results JSON (default bench/results/reliability.json)")
     ap.add_argument("--only", default=None,
                     help="run only the cases whose name matches this glob (fnmatch) or "
-                         "substring, e.g. 'ctr.raw.*', 'registry', 'kill.text.*'")
+                         "substring, e.g. 'ctr.raw.*', 'registry', 'kill.text.*'; several "
+                         "comma-separated")
     ap.add_argument("--workdir", default=None,
                     help="scratch folder (default: a new temp dir, removed at the end)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
@@ -1464,7 +1776,8 @@ def main(argv: list[str] | None = None) -> int:
     def wanted(name: str) -> bool:
         if not args.only:
             return True
-        return fnmatch.fnmatch(name, args.only) or args.only in name
+        return any(fnmatch.fnmatch(name, pat) or pat in name
+                   for pat in args.only.split(","))
 
     if args.list:
         for c in all_cases:
@@ -1538,7 +1851,9 @@ def main(argv: list[str] | None = None) -> int:
         "cases_tried": len(rows),
         "bad_input_cases": len(bad),
         "bad_input_by_category": {cat: sum(r["category"] == cat for r in bad)
-                                  for cat in ("raw_data", "params", "config", "registry")},
+                                  for cat in ("raw_data", "params", "config", "registry",
+                                              "handoff", "race", "secrets", "hostile",
+                                              "full_disk")},
         "sigkills": sum(not r["finished_before_kill"] for r in kills),
         "kill_attempts": len(kills),
         "kills_by_step": {f"{f}.{s}": sum(r["family"] == f and r["stage"] == s
@@ -1554,6 +1869,11 @@ def main(argv: list[str] | None = None) -> int:
         "published_over_broken_registry": sum(r.get("published_over_broken_registry", 0)
                                               for r in rows),
         "orphan_processes": sum(r.get("orphans", 0) for r in rows),
+        "leaks": sum(r.get("leaks", 0) for r in rows),
+        "rollbacks_undone": sum(r.get("rollbacks_undone", 0) for r in rows),
+        "hostile_records_retried": sum(r.get("hostile_retried", 0) for r in rows),
+        "bomb_peak_rss_mb": {r["name"]: r["figures"]["peak_rss_mb"] for r in rows
+                             if "peak_rss_mb" in (r.get("figures") or {})},
     }
     seconds = time.time() - t_start
     print()

@@ -43,6 +43,11 @@ def kind_of(exc: BaseException) -> str:
     return BAD_DATA if isinstance(exc, NOT_RETRYABLE) else TRANSIENT
 
 
+# Below this many free bytes on its output's device, a failed step ran out of disk,
+# whatever its libraries called the failure (TensorFlow: ResourceExhaustedError).
+FULL_DISK_BYTES = 1 << 20
+
+
 def out_of_space(exc: BaseException) -> OSError | None:
     """The OSError of a full device (or quota) behind `exc`, if any: Beam re-raises a
     worker's OSError as its own RuntimeError, so the chain of causes is followed."""
@@ -61,6 +66,20 @@ def disk_full_message(exc: OSError, where) -> str:
     return (f"no space left on the device holding {place} ({exc.strerror or 'disk full'}): "
             "free space there or point RETRAIN_HOME at a larger disk; the step's output is "
             "not visible")
+
+
+def full_disk_error(exc: BaseException, where) -> str | None:
+    """The message for a failure caused by a full disk, or None: an ENOSPC anywhere in
+    the chain of causes, or a device under FULL_DISK_BYTES free where the output goes."""
+    full = out_of_space(exc)
+    if full is not None:
+        return disk_full_message(full, where)
+    free = free_bytes(where) if where else None
+    if free is not None and free < FULL_DISK_BYTES:
+        return (f"no space left on the device holding {where} ({free} bytes free): free "
+                "space there or point RETRAIN_HOME at a larger disk; the step failed with "
+                f"{type(exc).__name__}: {exc}")
+    return None
 
 
 def free_bytes(path) -> int | None:

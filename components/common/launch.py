@@ -30,8 +30,9 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from components.common.errors import (BAD_DATA, TRANSIENT, disk_full_message, free_bytes,
-                                      out_of_space)
+from components.common.errors import (BAD_DATA, FULL_DISK_BYTES, TRANSIENT, disk_full_message,
+                                      free_bytes, out_of_space)
+from components.common.paths import output_dir_of  # noqa: F401  (also the cluster's)
 
 log = logging.getLogger("retrain.launch")
 
@@ -131,24 +132,6 @@ def run_step(module: str, spec: dict, env: dict | None = None) -> dict:
     return _run_step_here(module, spec, env)
 
 
-OUTPUT_KEYS = ("out_dir", "output_dir")
-# Below this many free bytes, a step that died without its result file ran out of disk.
-FULL_DISK_BYTES = 1 << 20
-
-
-def output_dir_of(spec: dict) -> Path | None:
-    """The local output folder a step's spec names (`out_dir` / `output_dir`, at the top
-    or one level down, as a cluster spec's `train`), None if it names none (or a URL)."""
-    nested = [v for v in spec.values() if isinstance(v, dict)]
-    for level in (spec, *nested):
-        for key in OUTPUT_KEYS:
-            value = level.get(key)
-            if isinstance(value, str) and value and "://" not in value \
-                    and os.path.isabs(value):
-                return Path(value)
-    return None
-
-
 def _remove_stale(parent: Path, prefix: str) -> None:
     """Scratch folders of launchers that are gone (killed outright: no `finally` ran)."""
     from components.common.atomic import pid_alive
@@ -225,21 +208,29 @@ def _run_step_here(module: str, spec: dict, env: dict | None = None) -> dict:
             # Task killed or interrupted: take the whole child process group down with it.
             _kill_group(proc)
             raise
-        result = json.loads(result_file.read_text()) if result_file.exists() else {}
+        try:
+            result = json.loads(result_file.read_text()) if result_file.exists() else None
+        except (OSError, ValueError):   # cut short: written onto a full disk
+            result = None
+        if result is None and code == 0:
+            code = -1
         if code != 0:
-            msg = result.get("error") or _no_result(code, output_dir_of(spec))
-            failure = BadDataFailed if result.get("error_kind") == BAD_DATA else StepFailed
+            msg = (result or {}).get("error") or _no_result(code, output_dir_of(spec))
+            failure = BadDataFailed if (result or {}).get("error_kind") == BAD_DATA \
+                else StepFailed
             raise failure(f"step {module} failed: {msg}")
         return result
 
 
 def _no_result(code: int, out: Path | None) -> str:
-    """A step that left no result file: a full disk is the usual reason, and says so."""
+    """A step that left no readable result file: a full disk is the usual reason, and
+    says so (exit code -1: it exited 0 but its result could not be read)."""
     free = free_bytes(out) if out else None
     if free is not None and free < FULL_DISK_BYTES:
-        return (f"exit code {code}, no result file; the device holding {out} has {free} bytes "
-                "free: free space there or point RETRAIN_HOME at a larger disk")
-    return f"exit code {code}"
+        return (f"exit code {code}, no readable result file; no space left on the device "
+                f"holding {out} ({free} bytes free): free space there or point RETRAIN_HOME "
+                "at a larger disk")
+    return f"exit code {code}" + (", no readable result file" if code == -1 else "")
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

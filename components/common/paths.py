@@ -32,3 +32,19 @@ def run_dir(root: Path, family: str, span: dt.date, run_id: str) -> Path:
 
 def registry_root(root: Path) -> Path:
     return Path(root) / "registry"
+
+
+OUTPUT_KEYS = ("out_dir", "output_dir")
+
+
+def output_dir_of(spec: dict) -> Path | None:
+    """The local output folder a step's spec names (`out_dir` / `output_dir`, at the top
+    or one level down, as a cluster spec's `train`), None if it names none (or a URL)."""
+    nested = [v for v in spec.values() if isinstance(v, dict)]
+    for level in (spec, *nested):
+        for key in OUTPUT_KEYS:
+            value = level.get(key)
+            if isinstance(value, str) and value and "://" not in value \
+                    and os.path.isabs(value):
+                return Path(value)
+    return None

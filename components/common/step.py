@@ -20,7 +20,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from components.common.errors import disk_full_message, kind_of, out_of_space
+from components.common.errors import full_disk_error, kind_of
+from components.common.paths import output_dir_of
 
 S = TypeVar("S")
 log = logging.getLogger("retrain.step")
@@ -62,10 +63,10 @@ def main(spec_cls: type[S], run: Callable[[S], dict], argv: list[str] | None = N
     except Exception as e:  # noqa: BLE001 - reported, then re-raised as exit code 1
         traceback.print_exc()
         error = f"{type(e).__name__}: {e}"
-        full = out_of_space(e)
+        full = full_disk_error(e, output_dir_of(dataclasses.asdict(spec))
+                               if dataclasses.is_dataclass(spec) else None)
         if full is not None:
-            error = disk_full_message(full, getattr(spec, "out_dir", None)
-                                      or getattr(spec, "output_dir", None))
+            error = full
             log.error("%s", error)
         try:
             _emit({"error": error, "error_kind": kind_of(e)}, args.result_file)
