@@ -288,7 +288,7 @@ class Case:
     family: str
     stage: str              # validate | preprocess | train | evaluate | push | run_inputs | params | registry
     category: str           # raw_data | params | config | registry | handoff | race |
-    #                         secrets | hostile | full_disk
+    #                         secrets | hostile | full_disk | scheduler_kill
     setup: Callable[["CaseEnv"], Outcome]
     names: tuple[str, ...]  # the message must contain each of these
     expect: str = "refused"  # refused | accepted
@@ -755,6 +755,97 @@ def _t_surrogates(span_dir: Path) -> None:
                      + "\n" for i, r in enumerate(rows))
 
 
+AIRFLOW_COMPONENT = "source scripts/airflow-env.sh && exec airflow "
+
+
+def _component(cmd: str, env: dict, log: Path) -> subprocess.Popen:
+    """One Airflow component in its own process group (`make ui` starts them together and
+    stops all when one exits; a scheduler crash must leave the others running)."""
+    with open(log, "a") as out:
+        return subprocess.Popen(["bash", "-c", AIRFLOW_COMPONENT + cmd], cwd=REPO, env=env,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=90)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def scheduler_kill_case(env: CaseEnv) -> Outcome:
+    """A real Airflow (API server, dag-processor and scheduler as `make ui` runs them:
+    SQLite, the LocalExecutor) runs the CTR DAG; while `train` runs, the scheduler is
+    SIGKILLed with its LocalExecutor workers (what a crashed or OOM-killed scheduler host
+    leaves) and a new scheduler is started. The run must end in success with exactly one
+    version published, the registry consistent, and no step process left behind."""
+    from components.registry import Registry
+    from retrain.local_airflow import LocalAirflow
+    env.copy_raw()
+    os.environ["AIRFLOW_HOME"] = str(env.home / "airflow")
+    log_dir = env.home / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    af = LocalAirflow(env.home, "ctr_daily_retrain", log_dir)
+    af_env = {**af.env(), "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "60"}
+    subprocess.run(["bash", "-c", AIRFLOW_COMPONENT.replace("exec airflow ", "")
+                    + 'mkdir -p "$AIRFLOW_HOME" && airflow db migrate >/dev/null && airflow '
+                    "pools import scripts/pools.json >/dev/null"], cwd=REPO, env=af_env,
+                   check=True, timeout=600)
+    procs = {name: _component(cmd, af_env, log_dir / f"{name}.log") for name, cmd in (
+        ("api-server", f"api-server --host 127.0.0.1 --port {af.port}"),
+        ("dag-processor", "dag-processor"),
+        ("scheduler", "scheduler --skip-serve-logs"))}
+    notes: list[str] = []
+    try:
+        af.proc = procs["api-server"]
+        af._wait_for_the_dag_without_schedule()
+        af.call("PATCH", "/api/v2/dags/ctr_daily_retrain", {"is_paused": False})
+        conf = {k: v for k, v in CTR_PARAMS.items() if v is not None}
+        run = af.call("POST", "/api/v2/dags/ctr_daily_retrain/dagRuns", {
+            "logical_date": f"{CTR_SPAN}T12:00:00Z", "conf": {**conf, "span": CTR_SPAN}})
+        path = f"/api/v2/dags/ctr_daily_retrain/dagRuns/{run['dag_run_id']}"
+
+        def tis() -> dict:
+            return {t["task_id"]: t for t in
+                    af.call("GET", f"{path}/taskInstances")["task_instances"]}
+        deadline = time.time() + 900
+        while (tis().get("train") or {}).get("state") != "running":
+            if time.time() > deadline or af.call("GET", path)["state"] in ("success", "failed"):
+                return Outcome(True, "harness_error", f"train never ran: {tis()}")
+            time.sleep(1)
+        time.sleep(3)                                  # mid-train: the step is running
+        os.killpg(procs["scheduler"].pid, signal.SIGKILL)
+        procs["scheduler"].wait()
+        notes.append("scheduler and its LocalExecutor workers SIGKILLed while train ran")
+        time.sleep(2)
+        procs["scheduler"] = _component("scheduler --skip-serve-logs", af_env,
+                                        log_dir / "scheduler-2.log")
+        while af.call("GET", path)["state"] not in ("success", "failed"):
+            if time.time() > deadline + 900:
+                return Outcome(True, "timeout", f"run still running: {tis()}")
+            time.sleep(5)
+        final = af.call("GET", path)["state"]
+        states = {k: (t["state"], t["try_number"]) for k, t in tis().items()}
+    finally:
+        for proc in procs.values():
+            _stop(proc)
+    time.sleep(2)
+    left = [pid for pid in _all_pids() if pid != os.getpid()
+            and _environ_has(pid, f"RETRAIN_HOME={env.home}".encode())]
+    reg = Registry(env.home / "registry")
+    versions = reg.list_versions("ctr") if (env.home / "registry" / "ctr").exists() else []
+    errors = reg.check("ctr") if versions else []
+    message = (f"run {final}; (state, try) {states}; {len(versions)} version(s) published; "
+               f"registry errors {errors}; processes left {left}; " + "; ".join(notes))
+    ok = final == "success" and len(versions) == 1 and not errors and not left
+    return Outcome(not ok, "accepted" if ok else "run_broken", message,
+                   figures={"orphans": len(left), "train_try": states.get("train")})
+
+
 def hand_off_cases(add) -> None:
     for fam, days in (("ctr", CTR_DAYS), ("text", TEXT_DAYS)):
         part = "part-00000.parquet" if fam == "ctr" else "part-00000.jsonl.gz"
@@ -778,6 +869,8 @@ def hand_off_cases(add) -> None:
         expect="accepted")
     add("ctr.race.rollback_vs_publish", "ctr", "registry", "race", race_case("rollback"), [],
         expect="accepted")
+    add("ctr.scheduler.killed_mid_train", "ctr", "train", "scheduler_kill",
+        scheduler_kill_case, [], expect="accepted")
 
 
 def hostile_cases(add) -> None:
@@ -1429,7 +1522,8 @@ def run_case(case: Case, work: Path) -> dict:
             "partial_artifact": partial, "bad_models_published": bad_published,
             "published_over_broken_registry": over_broken,
             "registry_errors_after": reg_errors_after,
-            "rows_lost": 0, "orphans": 0, "leaks": len(leaks),
+            "rows_lost": 0, "orphans": (outcome.figures or {}).get("orphans", 0),
+            "leaks": len(leaks),
             "hostile_retried": int(case.category == "hostile" and outcome.kind == "transient"),
             "rollbacks_undone": (outcome.figures or {}).get("rollbacks_undone", 0),
             **({"figures": outcome.figures} if outcome.figures else {}),
@@ -1853,7 +1947,7 @@ def main(argv: list[str] | None = None) -> int:
         "bad_input_by_category": {cat: sum(r["category"] == cat for r in bad)
                                   for cat in ("raw_data", "params", "config", "registry",
                                               "handoff", "race", "secrets", "hostile",
-                                              "full_disk")},
+                                              "full_disk", "scheduler_kill")},
         "sigkills": sum(not r["finished_before_kill"] for r in kills),
         "kill_attempts": len(kills),
         "kills_by_step": {f"{f}.{s}": sum(r["family"] == f and r["stage"] == s
