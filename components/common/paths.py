@@ -1,7 +1,7 @@
 """Where artifacts live: one root, paths keyed by model family, span and run id.
 
-Local runs default to `./var` in the working directory; production points RETRAIN_HOME
-at shared storage. Keeping every path derivation here means no stage invents its own.
+Local runs default to the checkout's `var/` (whatever the working directory); production
+points RETRAIN_HOME at shared storage. Keeping every path derivation here means no stage invents its own.
 """
 from __future__ import annotations
 
@@ -14,7 +14,18 @@ ENV_HOME = "RETRAIN_HOME"
 
 
 def artifact_root(root: str | os.PathLike | None = None) -> Path:
-    return Path(root or os.environ.get(ENV_HOME) or Path.cwd() / "var").resolve()
+    """`root`, else RETRAIN_HOME, else the default home (see default_home)."""
+    return Path(root or os.environ.get(ENV_HOME) or default_home()).resolve()
+
+
+def default_home() -> Path:
+    """`var/` of the checkout this package runs from (a clone: it has `dags/` beside the
+    package), so `retrain registry list` answers the same in any folder; `./var` for an
+    installed package, which has no checkout."""
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "dags").is_dir() and (checkout / "components").is_dir():
+        return checkout / "var"
+    return Path.cwd() / "var"
 
 
 def raw_span_dir(root: Path, family: str, span: dt.date) -> Path:

@@ -127,7 +127,7 @@ def test_historical_days_run_their_tasks(airflow_home, tmp_path):
     instead of "succeeding" with none run because the day precedes the DAG's start."""
     from minifamily import LINREG
 
-    raw = tmp_path / "raw" / "dt=2025-03-03"
+    raw = tmp_path / "raw" / "dt=1998-03-03"      # a 1998 export: before 2000, too
     raw.mkdir(parents=True)
     (raw / "part-0.jsonl").write_text("".join(
         json.dumps({"id": i, "x": i / 10, "y": i / 5 + 1}) + "\n" for i in range(60)))
@@ -136,9 +136,9 @@ def test_historical_days_run_their_tasks(airflow_home, tmp_path):
     with environ(RETRAIN_HOME=str(tmp_path / "home"), PYTHONPATH=path):
         dag = make_dag(LINREG)()
         _register(dag, tmp_path)
-        run = dag.test(logical_date=dt.datetime(2025, 3, 4, tzinfo=UTC),
+        run = dag.test(logical_date=dt.datetime(1998, 3, 4, tzinfo=UTC),
                        run_conf={"raw_root": str(tmp_path / "raw"), "window_days": 1})
         states = task_states(run)
         assert states and all(s == "success" for s in states.values()), states
         assert Registry(tmp_path / "home" / "registry").current("linreg")["data_span"] \
-            == "2025-03-03"
+            == "1998-03-03"

@@ -248,3 +248,23 @@ def test_a_launchers_scratch_folder_lives_in_the_run_and_goes_on_every_exit(tmp_
     with launch.scratch_dir(None, "launch-x") as tmp:
         assert tmp.parent == system_tmp and tmp.name.startswith("retrain-launch-x-")
     assert list(system_tmp.iterdir()) == []
+
+
+def test_commands_find_the_checkouts_home_from_any_folder(tmp_path, monkeypatch):
+    """`retrain registry list` run outside the checkout said "unknown model": the default
+    home was ./var of wherever it ran."""
+    import subprocess
+    from pathlib import Path
+    repo = Path(paths.__file__).resolve().parents[2]
+    monkeypatch.delenv(paths.ENV_HOME, raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert paths.artifact_root() == (repo / "var").resolve()
+    assert paths.artifact_root(tmp_path / "h") == tmp_path / "h"          # explicit wins
+    monkeypatch.setenv(paths.ENV_HOME, str(tmp_path / "env-home"))
+    assert paths.artifact_root() == tmp_path / "env-home"
+    env = {k: v for k, v in os.environ.items() if k != paths.ENV_HOME}
+    out = subprocess.run([sys.executable, "-m", "retrain.cli", "registry", "list",
+                          "no-such-model-here"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode != 0 and str((repo / "var" / "registry").resolve()) in out.stderr, \
+        out.stderr[-500:]
