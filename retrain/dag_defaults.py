@@ -27,6 +27,22 @@ def home() -> Path:
 # test` / backfills of historical logs (last year's export) run their tasks instead of
 # "succeeding" with no task run because the day is before the DAG's start.
 SCHEDULE_ENV = "RETRAIN_SCHEDULE"
+MAX_WINDOW_ENV = "RETRAIN_MAX_WINDOW_DAYS"
+# Preprocessing memory is flat in the window (one tf.Transform dataset past a few days,
+# bench/preprocess_window.py), but a longer window is a longer run: the bound is a
+# deployment's choice, read when the DAG is parsed.
+DEFAULT_MAX_WINDOW_DAYS = 60
+
+
+def max_window_days() -> int:
+    raw = os.environ.get(MAX_WINDOW_ENV)
+    try:
+        value = int(raw) if raw else DEFAULT_MAX_WINDOW_DAYS
+    except ValueError:
+        raise ValueError(f"{MAX_WINDOW_ENV}={raw!r} is not a whole number of days") from None
+    if value < 1:
+        raise ValueError(f"{MAX_WINDOW_ENV}={value} must be at least 1")
+    return value
 
 
 def daily(**overrides) -> dict:
@@ -55,7 +71,9 @@ def span_params(what: str, window_help: str, eval_help: str) -> dict[str, Param]
         "span": Param(None, type=["null", "string"], format="date",
                       description=f"Day of {what} to train on (YYYY-MM-DD). "
                                   "Empty: the day before the run's logical date."),
-        "window_days": Param(3, type="integer", minimum=1, maximum=60, description=window_help),
+        "window_days": Param(3, type="integer", minimum=1, maximum=max_window_days(),
+                             description=f"{window_help} At most {max_window_days()} "
+                                         f"({MAX_WINDOW_ENV})."),
         "eval_percent": Param(20, type="integer", minimum=1, maximum=50, description=eval_help),
     }
 
