@@ -155,7 +155,15 @@ def test_a_steps_log_levels_are_the_task_logs_levels():
              "ValueError: bad": logging.ERROR,
              "[worker/0] E0000 00:00:1 2 cuda_platform.cc:52] failed call to cuInit: 303":
                  logging.DEBUG,
-             "[worker/0] E0000 00:00:1 2 other.cc:1] a real C++ error": logging.ERROR}
+             # printed lines after the probe: benign, not its continuation (they were ERROR)
+             "[worker/0] worker 0: no GPU visible, using CPU": logging.INFO,
+             "[worker/0] E0000 00:00:1 2 other.cc:1] a real C++ error": logging.ERROR,
+             "    its indented detail": logging.ERROR,
+             "[ps/0] ps 0 serving at grpc://127.0.0.1:5000": logging.INFO,
+             "[chief] WARNING tensorflow: another warning": logging.WARNING,
+             "[chief]   its relayed second line": logging.WARNING,
+             "[chief] I0000 00:00:1 2 cudart_stub.cc:31] Could not find cuda drivers on "
+             "your machine, GPU will not be used.": logging.DEBUG}
     assert {line: levels(line) for line in lines} == lines
     assert launch.LineLevels(gpu=True)("E0000 1 cuda_platform.cc:52] failed call to "
                                        "cuInit") == logging.ERROR
