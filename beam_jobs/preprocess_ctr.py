@@ -62,7 +62,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 from beam_jobs import runner
 from beam_jobs.metrics import counters as beam_counters
 from components.common import output_commit, rawfiles
-from components.common.record_limits import RecordLimits, invalid_text
+from components.common.record_limits import RecordLimits, invalid_text, parquet_bytes
 from components.common.spans import span_list, window
 from components.ctr import features as F
 from components.ctr.preprocess import (EVAL_DIR, REJECTED_DIR, SUMMARY_FILE, TRAIN_DIR,
@@ -502,11 +502,6 @@ def _parquet_batches(path: str, batch_size: int, layout: RawLayout | None):
                 table = table.filter(pc.invert(bad))
             row0 += batch.num_rows
             yield table, rejects
-
-
-def parquet_bytes(metadata) -> int:
-    """A Parquet file's uncompressed bytes, from its footer (nothing decoded)."""
-    return sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
 
 
 def _oversize_rows(arr: pa.Array, max_bytes: int) -> pa.Array:

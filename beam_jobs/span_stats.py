@@ -49,7 +49,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from beam_jobs import runner
 from components.common import rawfiles
-from components.common.record_limits import RecordLimits
+from components.common.record_limits import RecordLimits, parquet_bytes
 from components.ctr import features as F
 
 log = logging.getLogger("retrain.span_stats")
@@ -463,7 +463,7 @@ def kmv_overlap(a_hex: list[str], b_hex: list[str], k: int) -> float | None:
 def work_items(span_dir: Path, limits: RecordLimits = RecordLimits()) -> list[tuple[str, int]]:
     """(part, row group) for Parquet parts; (part, -1) for JSONL parts, read whole. A
     Parquet part whose footer declares more than `max_part_bytes` is refused here."""
-    from beam_jobs.preprocess_ctr import JSONL_SUFFIXES, parquet_bytes
+    from beam_jobs.preprocess_ctr import JSONL_SUFFIXES
     jsonl = sorted(p for p in span_dir.glob("part-*") if p.name.endswith(JSONL_SUFFIXES))
     parts = sorted(span_dir.glob(PART_GLOB))
     if not parts and not jsonl:

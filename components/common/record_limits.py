@@ -36,6 +36,12 @@ _INVALID_TEXT = re.compile("[\x00\ud800-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def parquet_bytes(metadata) -> int:
+    """A Parquet file's uncompressed bytes, from its footer (pyarrow's FileMetaData; nothing
+    is decoded), to hold against `max_part_bytes` before reading."""
+    return sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
+
+
 class PartTooLarge(BadData):
     """A part expands past `max_part_bytes`: refused whole, not read further."""
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from components.common import rawfiles
 from components.common.errors import BadData
-from components.common.record_limits import RecordLimits, mend_surrogates
+from components.common.record_limits import RecordLimits, mend_surrogates, parquet_bytes
 from components.text.task_config import TextConfig
 
 PARQUET_SUFFIXES = (".parquet", ".pq", ".parquet.brotli")
@@ -73,7 +73,6 @@ def read_rows(part: str | Path, limits: RecordLimits = RecordLimits()) -> list[d
 
 def _read_parquet(part: Path, limits: RecordLimits) -> list[dict]:
     import pyarrow.parquet as pq
-    from beam_jobs.preprocess_ctr import parquet_bytes
     pf = pq.ParquetFile(part)
     limits.check_part_bytes(part, parquet_bytes(pf.metadata))
     rows = pf.read().to_pylist()
