@@ -1630,7 +1630,12 @@ class KillTarget:
             self.kind = "push"
             ctx = dict(self.ctx)
             Path(ctx["run_dir"]).mkdir(parents=True, exist_ok=True)
-            kw = push_kwargs(fam, ctx, FX.upstream(fam), FX.home)
+            # Another run than the fixture's, evaluated against what is current now (the
+            # fixture's push published v1): publishing is compare-and-swap on it.
+            from components.registry import Registry
+            up = json.loads(json.dumps(FX.upstream(fam), default=str))
+            up["evaluate"]["baseline_version"] = Registry(FX.home / "registry").current_version(fam)
+            kw = push_kwargs(fam, ctx, up, FX.home)
             kw["headline"] = list(kw["headline"])
             self.job = {"kind": "push", "kwargs": kw}
             self.out = None
