@@ -74,12 +74,17 @@ def full_disk_error(exc: BaseException, where) -> str | None:
     full = out_of_space(exc)
     if full is not None:
         return disk_full_message(full, where)
+    low = low_space(where)
+    return f"{low}; the step failed with {type(exc).__name__}: {exc}" if low else None
+
+
+def low_space(where) -> str | None:
+    """"no space left ..." naming `where` when its device has under FULL_DISK_BYTES free."""
     free = free_bytes(where) if where else None
-    if free is not None and free < FULL_DISK_BYTES:
-        return (f"no space left on the device holding {where} ({free} bytes free): free "
-                "space there or point RETRAIN_HOME at a larger disk; the step failed with "
-                f"{type(exc).__name__}: {exc}")
-    return None
+    if free is None or free >= FULL_DISK_BYTES:
+        return None
+    return (f"no space left on the device holding {where} ({free} bytes free): free space "
+            "there or point RETRAIN_HOME at a larger disk")
 
 
 def free_bytes(path) -> int | None:

@@ -30,8 +30,8 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from components.common.errors import (BAD_DATA, FULL_DISK_BYTES, TRANSIENT, disk_full_message,
-                                      free_bytes, out_of_space)
+from components.common.errors import (BAD_DATA, TRANSIENT, disk_full_message, low_space,
+                                      out_of_space)
 from components.common.paths import output_dir_of  # noqa: F401  (also the cluster's)
 
 log = logging.getLogger("retrain.launch")
@@ -240,12 +240,9 @@ def _run_step_here(module: str, spec: dict, env: dict | None = None) -> dict:
 def _no_result(code: int, out: Path | None) -> str:
     """A step that left no readable result file: a full disk is the usual reason, and
     says so (exit code -1: it exited 0 but its result could not be read)."""
-    free = free_bytes(out) if out else None
-    if free is not None and free < FULL_DISK_BYTES:
-        return (f"exit code {code}, no readable result file; no space left on the device "
-                f"holding {out} ({free} bytes free): free space there or point RETRAIN_HOME "
-                "at a larger disk")
-    return f"exit code {code}" + (", no readable result file" if code == -1 else "")
+    low = low_space(out)
+    return f"exit code {code}" + (f", no readable result file; {low}" if low else
+                                  ", no readable result file" if code == -1 else "")
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
