@@ -466,7 +466,7 @@ def _parquet_batches(path: str, batch_size: int, layout: RawLayout | None):
                     arrays.append(batch.column(field.name).cast(field.type))
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
                     raise ValueError(f"{path}: column {field.name!r} of type "
-                                     f"{batch.column(field.name).type} is not {field.type}: {e}")
+                                     f"{batch.column(field.name).type} is not {field.type}: {e}") from e
             missing = bad_value = oversize = None
             for field, arr in zip(schema, arrays):
                 if kinds[field.name] not in ("float", "str_list") and arr.null_count:

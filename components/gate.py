@@ -182,8 +182,8 @@ def headline_rules(candidate: dict[str, Any], baseline: dict[str, Any] | None,
         better = ">=" if lim.direction == "max" else "<="
         sign = -1.0 if lim.direction == "max" else 1.0
 
-        def ok(v: float, bound: float) -> bool:
-            return v >= bound - _EPS if lim.direction == "max" else v <= bound + _EPS
+        def ok(v: float, bound: float, direction: str = lim.direction) -> bool:
+            return v >= bound - _EPS if direction == "max" else v <= bound + _EPS
 
         if lim.absolute is not None:
             rules.append({"name": f"{'min' if sign < 0 else 'max'}_{lim.metric}",

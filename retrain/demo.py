@@ -141,7 +141,7 @@ def format_summary(summaries: list[dict], home: Path) -> str:
             + (f"   gap {bayes['auc'] - cand['auc']:+.4f} AUC" if bayes.get("auc") else ""),
             f"  blessed     {_gate_line(ev)}",
             f"  report      {ev.get('report_uri') or '-'}",
-            f"  registry    " + (f"published as {MODEL} v{s['published']['version']}"
+            "  registry    " + (f"published as {MODEL} v{s['published']['version']}"
                                  if s.get("published") else "not published"),
         ]
     registry = Registry(registry_root(home))

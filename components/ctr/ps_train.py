@@ -808,7 +808,7 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
 
     # A plain copy of the model (no strategy): evaluated here and exported.
     plain = build_net(cfg, None, base_rate)
-    for (name, src), (_, dst) in zip(_named_variables(net), _named_variables(plain)):
+    for (_, src), (_, dst) in zip(_named_variables(net), _named_variables(plain)):
         parts = list(getattr(src, "variables", [src]))
         value = tf.concat([p.read_value() for p in parts], 0) if len(parts) > 1 else parts[0]
         dst.assign(tf.convert_to_tensor(value))

@@ -11,7 +11,6 @@ Single process for now; the parameter-server trainer replaces it.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import sys
 import time

@@ -346,7 +346,7 @@ def test_a_user_trains_and_backfills_from_the_ui(airflow_server, page):
     page.wait_for("both DAGs", lambda t: DAG_ID in t and TEXT_DAG_ID in t)
     for dag_id, task in ((TEXT_DAG_ID, "finetune"), (DAG_ID, "preprocess")):
         page.open(f"/dags/{dag_id}")
-        page.wait_for(f"{dag_id} and its tasks", lambda t: dag_id in t and task in t)
+        page.wait_for(f"{dag_id} and its tasks", lambda t, d=dag_id, k=task: d in t and k in t)
         page.find(css="button[aria-label='Trigger Dag']").click()
         submit = page.button("Trigger", within="//*[@role='dialog']")
         assert submit.is_enabled(), f"{dag_id}: the Trigger form cannot be submitted as it opens"
