@@ -24,7 +24,7 @@ AIRFLOW_ENV := source scripts/airflow-env.sh &&
 # RETRAIN_AIRFLOW_HOME is set); redone whenever the venv is re-synced.
 AIRFLOW_STAMP := $(shell source scripts/airflow-env.sh && echo "$$AIRFLOW_HOME")/.migrated
 
-.PHONY: venv venv-airflow test test-server airflow-init ui ui-components demo reliability \
+.PHONY: venv venv-airflow lint test test-server airflow-init ui ui-components demo reliability \
 	stack-up stack-down lock-airflow
 
 ## venv: create $(VENV) if missing and sync it to requirements.lock (+ this repo, editable)
@@ -44,7 +44,7 @@ $(VENV)/.synced: requirements.lock requirements-nodeps.txt pyproject.toml | $(UV
 	$(UV) pip sync --python $(PY) --compile-bytecode requirements.lock
 	$(UV) pip install --python $(PY) --no-deps -r requirements-nodeps.txt
 	$(UV) pip install --python $(PY) --no-deps -e .
-	$(PY) -m components.common.docs_assets fetch \
+	$(PY) -m retrain.common.docs_assets fetch \
 	  || echo "WARNING: Data Docs assets not fetched from the npm registry: the docs will need the network to render" >&2
 	touch $@
 
@@ -64,8 +64,14 @@ lock-airflow: | $(UV)
 	$(UV) pip compile requirements-airflow.in -c requirements.lock --python-version 3.11 \
 	  -o requirements-airflow.lock
 
-## test: the whole test suite
-test: venv venv-airflow
+## lint: ruff and the import contracts (pyproject.toml: Airflow's side never imports step
+##   code or a heavy library; step code never imports orchestration; no file circles is a test)
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+
+## test: lint, then the whole test suite
+test: venv venv-airflow lint
 	$(PY) -m pytest -q tests
 
 ## test-server: only the Airflow UI test on the production-shaped stack (root: PostgreSQL,
@@ -74,14 +80,14 @@ test: venv venv-airflow
 test-server: venv venv-airflow
 	$(PY) -m pytest -q -m airflow_server tests
 
-## stack-up: the production-shaped stack (retrain/stack.py; root): PostgreSQL + Redis (installed
+## stack-up: the production-shaped stack (retrain/orchestration/stack.py; root): PostgreSQL + Redis (installed
 ##   from Debian's packages where missing), Airflow on Celery, two worker hosts; ARGS="--api-port 8081"
 stack-up: venv venv-airflow
-	$(AIRFLOW_PY) -m retrain.stack up --ml-python $(abspath $(PY)) $(ARGS)
+	$(AIRFLOW_PY) -m retrain.orchestration.stack up --ml-python $(abspath $(PY)) $(ARGS)
 
 ## stack-down: stop everything stack-up started, by PID (ARGS="--purge" also drops its state and DB)
 stack-down:
-	$(AIRFLOW_PY) -m retrain.stack down $(ARGS)
+	$(AIRFLOW_PY) -m retrain.orchestration.stack down $(ARGS)
 
 ## airflow-init: (re)migrate the project-local Airflow metadata DB (SQLite) and create the pools
 airflow-init: venv
@@ -100,9 +106,9 @@ ui: $(AIRFLOW_STAMP)
 ui-components: $(AIRFLOW_STAMP)
 	scripts/airflow-ui.sh components
 
-## demo: end-to-end demo (retrain.demo); extra arguments via ARGS="..."
+## demo: end-to-end demo (retrain.orchestration.demo); extra arguments via ARGS="..."
 demo: $(AIRFLOW_STAMP)
-	$(AIRFLOW_ENV) $(PY) -m retrain.demo $(ARGS)
+	$(AIRFLOW_ENV) $(PY) -m retrain.orchestration.demo $(ARGS)
 
 ## reliability: bad-input cases + 32 random SIGKILLs on both families (bench/reliability.py, about 20 min); ARGS="--only 'ctr.*'"
 reliability: venv

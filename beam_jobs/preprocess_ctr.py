@@ -17,7 +17,7 @@ Beam counters; the job checks rows in = train + eval + rejected. A truncated or 
 gzip file fails the job with its name: a partial read is never taken for the whole file.
 A non-finite number (inf) is a `bad_value` record; a Parquet column whose type is not the
 feature config's (text where a number belongs) fails the job: values are never parsed or
-truncated into another type. Parts are checked first (`components.common.rawfiles`: no
+truncated into another type. Parts are checked first (`retrain.common.rawfiles`: no
 symlink out of the raw root, no empty file) and after the read (a part that changed while
 it was read fails the job).
 
@@ -61,11 +61,13 @@ from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from beam_jobs import runner
 from beam_jobs.metrics import counters as beam_counters
-from components.common import output_commit, rawfiles
-from components.common.record_limits import RecordLimits, invalid_text, parquet_bytes
-from components.common.spans import span_list, window
+from beam_jobs import output_commit
+from retrain.common import rawfiles
+from retrain.common.record_limits import RecordLimits, invalid_text, parquet_bytes
+from retrain.common.spans import span_list, window
+from retrain.common import paths
 from components.ctr import features as F
-from components.ctr.preprocess import (EVAL_DIR, REJECTED_DIR, SUMMARY_FILE, TRAIN_DIR,
+from components.ctr.formats import (EVAL_DIR, REJECTED_DIR, SUMMARY_FILE, TRAIN_DIR,
                                       TRANSFORM_DIR)
 
 log = logging.getLogger(__name__)
@@ -176,7 +178,7 @@ def window_files(raw_root: str | Path, span: dt.date, days: int,
     roots work the same as local folders."""
     files: dict[dt.date, list[str]] = {}
     for day in window(span, days, exclude):
-        day_dir = f"{str(raw_root).rstrip('/')}/dt={day.isoformat()}"
+        day_dir = paths.partition(raw_root, day)
         if not FileSystems.exists(f"{day_dir}/_SUCCESS"):
             raise FileNotFoundError(f"span {day} is not complete: no {day_dir}/_SUCCESS")
         matched = FileSystems.match([f"{day_dir}/part-*"])[0].metadata_list
@@ -538,7 +540,7 @@ class ReadSplitBatches(beam.DoFn):
         self._schema = arrow_schema(self._layout)
 
     def process(self, path: str):
-        is_span = f"dt={self._eval_span}" in path
+        is_span = paths.partition_name(self._eval_span) in path
         for batch, rejects in _timed(read_batches(path, self._batch_size, self._max_line_bytes,
                                                   self._layout), self._read_us):
             self._rows_in.inc(batch.num_rows + len(rejects))
@@ -819,8 +821,8 @@ def analysis_sets(files: dict[dt.date, list[str]], span: dt.date, eval_percent: 
     (`salt`); so a cached entry is only ever reused for identical input and code.
     """
     sets = []
-    for day, paths in files.items():
-        meta = [m for r in FileSystems.match(paths) for m in r.metadata_list]
+    for day, day_files in files.items():
+        meta = [m for r in FileSystems.match(day_files) for m in r.metadata_list]
         inputs = sorted((Path(m.path).name, m.size_in_bytes, m.last_updated_in_seconds)
                         for m in meta)
         digest = hashlib.sha256(json.dumps(

@@ -37,10 +37,11 @@ from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from beam_jobs import runner
 from beam_jobs.metrics import counters as beam_counters
-from components.common.spans import span_list, window
+from retrain.common.spans import span_list, window
+from retrain.common import paths
 from components.text import rawdata
 from components.text import task_config as T
-from components.text.preprocess import EVAL_DIR, SUMMARY_FILE, TRAIN_DIR
+from components.text.formats import EVAL_DIR, SUMMARY_FILE, TRAIN_DIR
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ def window_files(raw_root: Path, span: dt.date, days: int, exclude=()) -> list[t
     """(span, part file) for every day of the window; a missing or unfinished day fails."""
     files = []
     for day in window(span, days, exclude):
-        day_dir = Path(raw_root) / f"dt={day.isoformat()}"
+        day_dir = Path(paths.partition(raw_root, day))
         try:
             parts = rawdata.span_parts(day_dir)
         except FileNotFoundError as e:
@@ -216,8 +217,8 @@ def _class_counts(records, task_labels: dict[str, list[str]]) -> dict:
 
 def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     """Build and run the pipeline; return (and write) the run summary."""
-    from components.common import rawfiles
-    from components.common.atomic import atomic_dir, write_json
+    from retrain.common import rawfiles
+    from retrain.common.atomic import atomic_dir, write_json
 
     args, beam_args = parse_args(argv)
     if not 0 < args.eval_percent < 100:

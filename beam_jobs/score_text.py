@@ -56,7 +56,7 @@ def resolve_model(args) -> tuple[str, int | None]:
         return args.model_dir, None
     if not args.registry_root:
         raise ValueError("give --model-dir or --registry-root")
-    from components.registry import Registry
+    from retrain.common.registry import Registry
     reg = Registry(args.registry_root)
     current = reg.current(args.model_name)
     if current is None:
@@ -122,7 +122,7 @@ class ScoreBatch(beam.DoFn):
 
 def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     """Score the span window; write JSON-lines shards and a summary; return the summary."""
-    from components.common.atomic import atomic_dir, write_json
+    from retrain.common.atomic import atomic_dir, write_json
 
     args, beam_args = parse_args(argv)
     model_dir, version = resolve_model(args)

@@ -19,7 +19,7 @@ CombineFn. What it keeps is bounded by configuration, not by the span's size:
 
 JSONL fields the feature config does not name come along as text, so the schema rule
 sees every column, as it does for Parquet. Parts are checked as preprocessing checks
-them (`components.common.rawfiles`): none outside the raw root, none empty, none changed
+them (`retrain.common.rawfiles`): none outside the raw root, none empty, none changed
 while read.
 
 Writes `<output>/stats.json` and `<output>/sample.parquet` atomically.
@@ -48,8 +48,8 @@ import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from beam_jobs import runner
-from components.common import rawfiles
-from components.common.record_limits import RecordLimits, parquet_bytes
+from retrain.common import rawfiles
+from retrain.common.record_limits import RecordLimits, parquet_bytes
 from components.ctr import features as F
 
 log = logging.getLogger("retrain.span_stats")
@@ -486,7 +486,7 @@ class _Write(beam.DoFn):
         self.cfg, self.span_dir, self.output_dir = cfg, span_dir, output_dir
 
     def process(self, acc):
-        from components.common.atomic import atomic_dir, write_json
+        from retrain.common.atomic import atomic_dir, write_json
 
         stats, sample = finalize(acc, self.cfg, self.span_dir)
         with atomic_dir(self.output_dir) as tmp:

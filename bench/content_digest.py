@@ -3,7 +3,7 @@ the same span, in the same run.
 
 Builds a span of PARTS parts of ROWS generated rows (bench/validate_span.py's builder),
 validates it once in a fresh process (the baseline: what validation costs anyway), then
-takes its content digest (`components.common.custody.content`, what the validate task
+takes its content digest (`retrain.orchestration.custody.content`, what the validate task
 adds) REPEATS times, the first right after the data was written (page cache warm, as on
 a worker that just received the span) and again after dropping this span's pages from
 the cache (posix_fadvise DONTNEED: a cold read from disk).
@@ -31,7 +31,7 @@ from validate_span import RESULTS, build_spans, measure  # noqa: E402
 
 
 def drop_cache(span: Path) -> None:
-    from components.common.custody import data_files
+    from retrain.orchestration.custody import data_files
     for f in data_files(span):
         fd = os.open(f, os.O_RDONLY)
         try:
@@ -42,7 +42,7 @@ def drop_cache(span: Path) -> None:
 
 
 def time_digest(span: Path, cold: bool) -> float:
-    from components.common.custody import content
+    from retrain.orchestration.custody import content
     if cold:
         drop_cache(span)
     t0 = time.perf_counter()

@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from components.text import model as M
     from components.text import task_config as T
-    from components.text.checkpoint import default_checkpoint_dir
+    from components.text.config import default_checkpoint_dir
     from components.text.load import reviews_frame
 
     df, _ = reviews_frame()

@@ -95,7 +95,7 @@ def limited_config(work: Path) -> Path:
 
 
 def child(span: str, out: str, config: str) -> None:
-    from components.common.errors import kind_of
+    from retrain.common.errors import kind_of
     from components.ctr.validate import ValidateSpec, run
     t0 = time.perf_counter()
     try:

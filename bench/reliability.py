@@ -52,9 +52,9 @@ from typing import Any, Callable
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from components.common import paths  # noqa: E402  (stdlib-only product modules)
-from components.common.errors import BAD_DATA  # noqa: E402
-from components.common.launch import BadDataFailed, StepFailed, run_step  # noqa: E402
+from retrain.common import paths  # noqa: E402  (stdlib-only product modules)
+from retrain.common.errors import BAD_DATA  # noqa: E402
+from retrain.orchestration.launch import BadDataFailed, StepFailed, run_step  # noqa: E402
 from components.text import tickets as tickets_corpus  # noqa: E402
 
 log = logging.getLogger("reliability")
@@ -100,7 +100,7 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def ctx_for(family: str, home: Path, run_id: str, raw_root: Path | None = None,
             config: str | None = None) -> dict:
-    """What the DAG factory's resolve_span task returns (retrain/dag_factory.py)."""
+    """What the DAG factory's resolve_span task returns (retrain/orchestration/dag_factory.py)."""
     span = SPAN[family]
     raw_root = raw_root or home / "raw" / family
     return {"family": family, "span": span, "home": str(home), "run_id": run_id,
@@ -115,7 +115,7 @@ def ctx_for(family: str, home: Path, run_id: str, raw_root: Path | None = None,
 def build_spec(family: str, stage: str, ctx: dict, upstream: dict,
                params: dict | None = None) -> tuple[str, dict]:
     """(module, spec) through the family's own spec builder, as the DAG task builds it."""
-    from components.families import FAMILIES, resolve
+    from retrain.orchestration.families import FAMILIES, resolve
     st = FAMILIES[family].stages[stage]
     return st.module, resolve(st.build)(ctx, {**PARAMS[family], **(params or {})}, upstream)
 
@@ -199,7 +199,7 @@ FX: Fixture = None  # type: ignore[assignment]
 
 def push_kwargs(fam: str, ctx: dict, up: dict, home: Path) -> dict:
     """publish_if_blessed's arguments, as the family's push task passes them."""
-    from components.families import FAMILIES
+    from retrain.orchestration.families import FAMILIES
     family = FAMILIES[fam]
     trained = up["train"]
     return dict(model_name=fam, registry_root=f"{home}/registry", run_dir=ctx["run_dir"],
@@ -212,7 +212,7 @@ def push_kwargs(fam: str, ctx: dict, up: dict, home: Path) -> dict:
 
 
 def push_task(fam: str, ctx: dict, up: dict, home: Path) -> dict:
-    from components.push import publish_if_blessed
+    from retrain.orchestration.push import publish_if_blessed
     return publish_if_blessed(**push_kwargs(fam, ctx, up, home))
 
 
@@ -408,12 +408,12 @@ def run_inputs_case(span: str | None = None, raw_root: Callable[[CaseEnv], str] 
                     config: Callable[[CaseEnv], str] | None = None,
                     roots: Callable[[CaseEnv], str] | None = None
                     ) -> Callable[[CaseEnv], Outcome]:
-    """The first task of both DAGs (resolve_span in retrain/dag_factory.py): the run-input
+    """The first task of both DAGs (resolve_span in retrain/orchestration/dag_factory.py): the run-input
     check, then the family's config loader on the config file; any problem refuses the run
     (AirflowFailException: no retry, no sensor wait)."""
     def setup(env: CaseEnv) -> Outcome:
-        from components.common import run_inputs
-        from components.families import FAMILIES, resolve
+        from retrain.common import run_inputs
+        from retrain.orchestration.families import FAMILIES, resolve
         family = FAMILIES[env.fam]
         env.copy_raw()
         day = dt.date.fromisoformat(span or SPAN[env.fam])
@@ -453,11 +453,11 @@ _PARAMS_CACHE: dict[str, dict] = {}
 
 def params_case(values: dict) -> Callable[[CaseEnv], Outcome]:
     """The DAG's params as the trigger form / REST API validate them (airflow Param schema,
-    built by retrain.dag_factory.family_params)."""
+    built by retrain.orchestration.dag_factory.family_params)."""
     def setup(env: CaseEnv) -> Outcome:
-        from components.families import FAMILIES
+        from retrain.orchestration.families import FAMILIES
         if env.fam not in _PARAMS_CACHE:
-            from retrain.dag_factory import family_params
+            from retrain.orchestration.dag_factory import family_params
             _PARAMS_CACHE[env.fam] = family_params(FAMILIES[env.fam])
         from airflow.sdk.definitions.param import ParamsDict
         quiet_launch_log()       # importing airflow reconfigured logging
@@ -506,7 +506,7 @@ def registry_case(breaks: Callable[[Path], None], action: str
             return call_outcome(lambda: push_task(env.fam, ctx, FX.upstream(env.fam),
                                                   env.home))
         if action == "evaluate":
-            from components.registry import Registry
+            from retrain.common.registry import Registry
             env.copy_raw()
 
             def published():   # as the DAG factory's published() helper
@@ -574,7 +574,8 @@ def handoff_case(day: str) -> Callable[[CaseEnv], Outcome]:
     the digest validation recorded (what the validate task stores with its verdict) is
     checked by the same function the DAG's preprocess, train and evaluate tasks call."""
     def setup(env: CaseEnv) -> Outcome:
-        from components.common import custody, quarantine
+        from retrain.orchestration import custody
+        from retrain.common import quarantine
         env.copy_raw()
         day_dir = env.raw_root / f"dt={day}"
         recorded = custody.content(day_dir)
@@ -603,7 +604,7 @@ def split_case(change: dict) -> Callable[[CaseEnv], Outcome]:
 
 RACE = textwrap.dedent("""
     import json, sys, time
-    from components.registry import Registry, StaleBaseline
+    from retrain.common.registry import Registry, StaleBaseline
     root, action, model, start, expect, who = sys.argv[1:7]
     time.sleep(max(0.0, float(start) - time.time()))
     reg = Registry(root)
@@ -623,7 +624,7 @@ def race_case(other: str, rounds: int = 20) -> Callable[[CaseEnv], Outcome]:
     rollback, or a second push evaluated against the same version) in two processes that
     start at the same instant (staggered by round, so both orders happen)."""
     def setup(env: CaseEnv) -> Outcome:
-        from components.registry import Registry
+        from retrain.common.registry import Registry
         model = FX.results["ctr.train"]["model_dir"]
         undone = both_won = 0
         lines = []
@@ -783,8 +784,8 @@ def scheduler_kill_case(env: CaseEnv) -> Outcome:
     SIGKILLed with its LocalExecutor workers (what a crashed or OOM-killed scheduler host
     leaves) and a new scheduler is started. The run must end in success with exactly one
     version published, the registry consistent, and no step process left behind."""
-    from components.registry import Registry
-    from retrain.local_airflow import LocalAirflow
+    from retrain.common.registry import Registry
+    from retrain.orchestration.local_airflow import LocalAirflow
     env.copy_raw()
     os.environ["AIRFLOW_HOME"] = str(env.home / "airflow")
     log_dir = env.home / "logs"
@@ -1355,7 +1356,7 @@ def cases() -> list[Case]:
         ("max_class_share_2", _text_cfg(_set("validation.max_class_share", 2)),
          ["max_class_share"]),
         ("min_rows_negative", _text_cfg(_set("validation.min_rows", -5)), ["min_rows"]),
-        # the path is a value of the file: named by its key, never echoed (rule 23)
+        # the path is a value of the file: named by its key, never echoed (rule 22)
         ("checkpoint_missing", _text_cfg(_set("checkpoint", "/nonexistent/ckpt")),
          ["checkpoint"]),
         ("bad_yaml", lambda: "tasks: {queue: [\n", ["config.yaml"]),
@@ -1438,7 +1439,7 @@ def first_line(text: str, n: int = 110) -> str:
 def unblessed_versions(home: Path, fam: str) -> int:
     """Versions in a registry that should never have been published: not blessed by the
     gate (nor forced with a reason), or without a passed serving check."""
-    from components.registry import Registry
+    from retrain.common.registry import Registry
     n = 0
     reg = Registry(home / "registry")
     if fam not in reg.models():
@@ -1505,7 +1506,7 @@ def run_case(case: Case, work: Path) -> dict:
             else:
                 over_broken = 1
                 problems.append("published over the broken registry")
-        from components.registry import Registry
+        from retrain.common.registry import Registry
         try:
             reg_errors_after = Registry(home / "registry").check(case.family)
         except Exception as e:  # noqa: BLE001
@@ -1538,10 +1539,10 @@ TASK = textwrap.dedent("""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     job = json.load(open(sys.argv[1]))
     if job["kind"] == "step":
-        from components.common.launch import run_step
+        from retrain.orchestration.launch import run_step
         result = run_step(job["module"], job["spec"])
     else:
-        from components.push import publish_if_blessed
+        from retrain.orchestration.push import publish_if_blessed
         kw = job["kwargs"]; kw["headline"] = tuple(kw["headline"])
         result = publish_if_blessed(**kw)
     json.dump(result, open(job["result"], "w"), default=str)
@@ -1632,7 +1633,7 @@ class KillTarget:
             Path(ctx["run_dir"]).mkdir(parents=True, exist_ok=True)
             # Another run than the fixture's, evaluated against what is current now (the
             # fixture's push published v1): publishing is compare-and-swap on it.
-            from components.registry import Registry
+            from retrain.common.registry import Registry
             up = json.loads(json.dumps(FX.upstream(fam), default=str))
             up["evaluate"]["baseline_version"] = Registry(FX.home / "registry").current_version(fam)
             kw = push_kwargs(fam, ctx, up, FX.home)
@@ -1660,7 +1661,7 @@ class KillTarget:
 
 
 def registry_errors(fam: str) -> list[str]:
-    from components.registry import Registry
+    from retrain.common.registry import Registry
     reg = Registry(FX.home / "registry")
     if fam not in reg.models():
         return []
@@ -1796,7 +1797,7 @@ def rerun(target: KillTarget, n: int) -> dict:
         if rows_lost:
             problems.append(f"{rows_lost} row(s) lost: {extra}")
     if target.stage == "push":
-        from components.registry import Registry
+        from retrain.common.registry import Registry
         reg = Registry(FX.home / "registry")
         mine = [m for m in reg.list_versions(target.fam)
                 if m.get("run_id") == target.ctx["run_id"]]

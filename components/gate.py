@@ -1,6 +1,6 @@
 """The blessing gate: should a freshly trained candidate replace the published model?
 
-A pure function of numbers (rule 9 of the design handbook), so every outcome, including
+A pure function of numbers (rule 9, docs/principles.md), so every outcome, including
 the first run with no published baseline and an operator's forced publish, can be tested
 without a model, a cluster or Airflow. It reads the candidate's and the baseline's eval
 metrics (`auc`, `log_loss`, `slices` for the per-slice guards, and the candidate's `ci`:

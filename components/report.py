@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from components.common.step import main
+from retrain.common.step import main
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class ReportSpec:
 
 def run(spec: ReportSpec) -> dict:
     """Render report.html from an eval.json (and the registry's history)."""
-    from components.common.atomic import read_json
+    from retrain.common.atomic import read_json
     evaluation = read_json(spec.eval_json)
     history = registry_history(spec.registry_root, spec.model_name, spec.history_versions)
     out = Path(spec.out_path) if spec.out_path else Path(spec.eval_json).with_name(REPORT_FILE)
@@ -58,7 +58,7 @@ def registry_history(registry_root: str | os.PathLike | None, model_name: str,
     """The last `n` versions of the model (every version was published when made)."""
     if not registry_root:
         return []
-    from components.registry import NotFound, Registry
+    from retrain.common.registry import NotFound, Registry
     registry = Registry(registry_root)
     try:
         versions = registry.list_versions(model_name)

@@ -6,7 +6,7 @@
 # steps to the ML environment (RETRAIN_STEP_PYTHON): the Celery workers run the `worker`
 # target of docker/ml.Dockerfile, which carries both environments.
 # This repo is installed without its dependencies so that the DAG files (stdlib-only specs),
-# the Retrain UI plugin, the cluster policy and retrain.hostname import.
+# the Retrain UI plugin, the cluster policy and retrain.orchestration.hostname import.
 #
 # Build from the repo root:  docker build -f docker/airflow.Dockerfile -t retrain/airflow:dev .
 # Keep PYTHON_IMAGE the same as docker/ml.Dockerfile's: the Helm values copy the ML image's
@@ -35,7 +35,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     AIRFLOW_HOME=/opt/airflow \
     AIRFLOW__CORE__DAGS_FOLDER=/opt/retrain/dags \
     AIRFLOW__CORE__LOAD_EXAMPLES=False \
-    AIRFLOW__CORE__HOSTNAME_CALLABLE=retrain.hostname.task_host \
+    AIRFLOW__CORE__HOSTNAME_CALLABLE=retrain.orchestration.hostname.task_host \
     RETRAIN_HOME=/data
 # uid 50000, gid 0: what the official Helm chart runs Airflow pods as.
 RUN useradd --uid 50000 --gid 0 --home-dir /opt/airflow --create-home --shell /bin/bash airflow \

@@ -50,7 +50,7 @@ COPY beam_jobs beam_jobs
 # Data Docs render without the network: the CSS/JS their pages need, from the npm registry
 # (sha512-pinned), into /opt/ml-venv/share/retrain/docs-assets, as `make venv` does.
 RUN uv pip install --python /opt/ml-venv/bin/python --compile-bytecode --no-deps . \
-    && /opt/ml-venv/bin/python -m components.common.docs_assets fetch
+    && /opt/ml-venv/bin/python -m retrain.common.docs_assets fetch
 
 # ---- Airflow's own environment, for the worker target only (as docker/airflow.Dockerfile)
 FROM ${PYTHON_IMAGE} AS airflow-build
@@ -85,7 +85,7 @@ ENV PATH=/opt/airflow-venv/bin:$PATH \
     AIRFLOW_HOME=/opt/airflow \
     AIRFLOW__CORE__DAGS_FOLDER=/opt/retrain/dags \
     AIRFLOW__CORE__LOAD_EXAMPLES=False \
-    AIRFLOW__CORE__HOSTNAME_CALLABLE=retrain.hostname.task_host
+    AIRFLOW__CORE__HOSTNAME_CALLABLE=retrain.orchestration.hostname.task_host
 COPY --from=airflow-build /opt/airflow-venv /opt/airflow-venv
 COPY dags /opt/retrain/dags
 COPY scripts /opt/retrain/scripts

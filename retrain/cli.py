@@ -12,12 +12,12 @@ import sys
 # (module, attribute) pairs; each module's add_cli registers one subcommand.
 COMMANDS = [
     "components.ctr.generate",
-    "components.registry",
-    "retrain.lineage",
-    "retrain.demo",
+    "retrain.orchestration.registry_cli",
+    "retrain.orchestration.lineage_query",
+    "retrain.orchestration.demo",
     "components.text.load",
     "components.text.quality",
-    "retrain.stack",
+    "retrain.orchestration.stack",
 ]
 
 

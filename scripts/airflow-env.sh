@@ -21,9 +21,9 @@ if [ -z "${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN:-}${AIRFLOW__DATABASE__SQL_ALCHEM
   export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="sqlite:///$AIRFLOW_HOME/airflow.db"
 fi
 export AIRFLOW__CORE__EXECUTOR="${AIRFLOW__CORE__EXECUTOR:-LocalExecutor}"
-# The name a task's host is recorded under and its log fetched from (retrain/hostname.py:
+# The name a task's host is recorded under and its log fetched from (retrain/orchestration/hostname.py:
 # $RETRAIN_HOSTNAME, else the FQDN): workers sharing a machine each get their own.
-export AIRFLOW__CORE__HOSTNAME_CALLABLE=retrain.hostname.task_host
+export AIRFLOW__CORE__HOSTNAME_CALLABLE=retrain.orchestration.hostname.task_host
 # LocalExecutor starts up to `parallelism` worker processes (~130 MB each; the default 32
 # meant 32 workers on this 2-core machine).
 export AIRFLOW__CORE__PARALLELISM="${AIRFLOW__CORE__PARALLELISM:-4}"

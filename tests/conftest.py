@@ -76,7 +76,7 @@ os.environ.setdefault("RETRAIN_MAX_FUTURE_DAYS", "3650")
 @pytest.fixture(scope="session", autouse=True)
 def _config_roots_include_the_test_temp_folders(tmp_path_factory):
     """Config files a run's param names must lie in configured folders
-    (components/common/run_inputs.py); the tests write their users' configs under
+    (retrain/common/run_inputs.py); the tests write their users' configs under
     tmp_path, so the session's pytest temp root is one (children inherit it). A value the
     developer's shell already sets is kept after it."""
     base = str(tmp_path_factory.getbasetemp().resolve())

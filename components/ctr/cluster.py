@@ -37,8 +37,9 @@ import threading
 import time
 from pathlib import Path
 
-from components.common.launch import die_with_parent, output_dir_of, scratch_dir
-from components.common.step import main
+from retrain.common.paths import output_dir_of
+from retrain.common.processes import die_with_parent, scratch_dir
+from retrain.common.step import main
 
 log = logging.getLogger("retrain.cluster")
 
@@ -280,7 +281,7 @@ def _run_cluster(spec: ClusterSpec, train: dict, sink, tmp: Path) -> dict:
 def _write_status(path, cluster, procs) -> None:
     if not path:
         return
-    from components.common.atomic import write_json
+    from retrain.common.atomic import write_json
     write_json(path, {"cluster": cluster, "pids": {p.name: p.popen.pid for p in procs if p.popen},
                       "restarts": {p.name: p.restarts for p in procs}})
 

@@ -21,7 +21,7 @@ import logging
 import sys
 from pathlib import Path
 
-from components.common.step import main
+from retrain.common.step import main
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ def common_split(split: dict, baseline_model_dir: str | None) -> tuple[int, list
     """The held-out share both the candidate and the published model left out, and notes.
     Rows in bucket < min(both shares) were held out by both: scoring more would score the
     published model on its own training rows. Another id column or hash: refused."""
-    from components.common.atomic import read_json
+    from retrain.common.atomic import read_json
     if not baseline_model_dir:
         return split["eval_percent"], []
     meta_file = Path(baseline_model_dir) / "retrain_meta.json"
@@ -180,7 +180,7 @@ def run(spec: EvaluateSpec) -> dict:
     import numpy as np
 
     from components import gate
-    from components.common.atomic import write_json
+    from retrain.common.atomic import write_json
     from components.ctr import feature_config, rawdata, slices
 
     # The raw inputs each model takes come from the feature config it was trained with.

@@ -18,7 +18,7 @@ Errors name, never echo (rule 22): a problem names the file, a key or a place
 (`features[2] 'country'`), the rule and the expected type; a wrong value is shown only if it
 is a number out of its bounds or a short word where the config takes a name or a choice
 (`unknown kind 'numerical'`); a syntax error gives the line and column, not the text
-(`components.common.run_inputs`: read_config_file, key_text, word_text, what).
+(`retrain.common.run_inputs`: read_config_file, key_text, word_text, what).
 
 Kinds and transforms (raw column type in brackets, as `raw_columns()` reports it):
 
@@ -54,9 +54,9 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from components.common import record_limits
-from components.common.errors import ConfigError
-from components.common.run_inputs import (is_word, key_text, number_text,
+from retrain.common import record_limits
+from retrain.common.errors import ConfigError
+from retrain.common.run_inputs import (is_word, key_text, number_text,
                                           parse_config_text, read_config_file, what,
                                           word_text, words_text)
 
@@ -690,7 +690,7 @@ THRESHOLDS = {
     "max_previous_overlap": 0.01,                    # ids also in the previous span
     "max_row_ratio": 3.0,                            # rows within [avg / r, avg * r] of
     "history_days": 7,                               # ... the last history_days spans
-    # What one part and one record may hold (components.common.record_limits): past
+    # What one part and one record may hold (retrain.common.record_limits): past
     # these a part is refused or a record rejected, as bad data, in bounded memory.
     "max_part_bytes": record_limits.DEFAULT_MAX_PART_BYTES,   # decompressed, per part
     "max_value_bytes": record_limits.DEFAULT_MAX_VALUE_BYTES,  # per string value

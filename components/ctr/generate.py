@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from components.common.atomic import atomic_dir, read_json
-from components.common.paths import artifact_root, raw_span_dir
-from components.common.step import main, spec_to_dict
+from retrain.common.atomic import atomic_dir, read_json
+from retrain.common.paths import artifact_root, raw_span_dir
+from retrain.common.step import main, spec_to_dict
 from components.ctr import features as F
 
 log = logging.getLogger("retrain.generate")

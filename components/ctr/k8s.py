@@ -26,7 +26,7 @@ import re
 import sys
 from pathlib import Path
 
-from components.common.step import main
+from retrain.common.step import main
 
 PORT = 2222
 SPEC_DIR = "/etc/retrain"

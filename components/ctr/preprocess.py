@@ -9,15 +9,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from components.common.step import main
-
-# Layout of the job's output directory; stdlib-only here so the trainer can read it
-# without importing Beam.
-TRANSFORM_DIR = "transform_fn_output"   # tft.TFTransformOutput layout
-TRAIN_DIR, EVAL_DIR = "train", "eval"   # gzip TFRecord shards of transformed examples
-SUMMARY_FILE = "summary.json"
-REJECTED_DIR = "rejected"                # dead letters: one JSON object per malformed record
-
+from retrain.common.step import main
 
 @dataclasses.dataclass
 class PreprocessSpec:

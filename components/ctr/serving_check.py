@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from components.common.step import main
+from retrain.common.step import main
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def _percentiles(ms: list[float]) -> dict:
 
 def run(spec: ServingCheckSpec) -> dict:
     """Load the SavedModel, send raw requests, check outputs and latency; raise on failure."""
-    from components.common.atomic import read_json, write_json
+    from retrain.common.atomic import read_json, write_json
     from components.ctr import rawdata
     from components.ctr.evaluate import SCORES_SAMPLE_FILE
 

@@ -6,7 +6,8 @@ never knows a CTR knob. `upstream` holds the earlier stages' results ("validate"
 """
 from __future__ import annotations
 
-from components.common.window import left_out_spans
+from retrain.common.window import left_out_spans
+from retrain.common import paths
 
 
 def validate(ctx: dict, params: dict, upstream: dict) -> dict:
@@ -38,7 +39,7 @@ def evaluate(ctx: dict, params: dict, upstream: dict) -> dict:
     return {"span_dir": ctx["span_dir"], "candidate_model_dir": upstream["train"]["model_dir"],
             "baseline_model_dir": upstream["published"],
             "out_dir": f"{ctx['run_dir']}/evaluation",
-            "window_span_dirs": [f"{ctx['raw_root']}/dt={d}" for d in
+            "window_span_dirs": [paths.partition(ctx["raw_root"], d) for d in
                                  (upstream["preprocess"].get("window_screen") or {}).get(
                                      "used", [ctx["span"]])],
             "eval_percent": params["eval_percent"], "min_auc": params["min_auc"],

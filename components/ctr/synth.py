@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from components.common.step import main
+from retrain.common.step import main
+from retrain.common import paths
 
 WORDS = ("red", "blue", "cheap", "best", "running", "shoes", "phone", "case", "trail",
          "winter", "jacket", "kids", "sale", "new", "pro", "mini", "fast", "light", "gift",
@@ -91,7 +92,7 @@ def _column(rng, f, n: int, spec: SynthSpec, cfg) -> tuple[list, np.ndarray]:
 
 def run(spec: SynthSpec) -> dict:
     """Write the days; return rows and click rate per day."""
-    from components.common.atomic import atomic_dir, write_json
+    from retrain.common.atomic import atomic_dir, write_json
     from components.ctr import feature_config
 
     cfg = feature_config.load(spec.feature_config)
@@ -109,7 +110,7 @@ def run(spec: SynthSpec) -> dict:
             columns[f.name], contribution = _column(rng, f, n, spec, cfg)
             logit += contribution
         clicks = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
-        with atomic_dir(Path(spec.raw_root) / f"dt={day.isoformat()}") as tmp:
+        with atomic_dir(Path(paths.partition(spec.raw_root, day))) as tmp:
             with gzip.open(tmp / "part-00000.jsonl.gz", "wt", encoding="utf-8") as fh:
                 for i in range(n):
                     row = {cfg.example_id: f"{day.isoformat()}-{i}",

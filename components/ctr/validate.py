@@ -32,13 +32,15 @@ import sys
 import time
 from pathlib import Path
 
-from components.common import docs_assets, quarantine, rawfiles
-from components.common.atomic import atomic_dir, read_json, write_json
-from components.common.errors import ValidationFailed  # noqa: F401  (raised here)
-from components.common.jsonable import jsonable as _jsonable
-from components.common.step import main
+from retrain.common import docs_assets, quarantine, rawfiles
+from retrain.common.atomic import atomic_dir, read_json, write_json
+from retrain.common.errors import ValidationFailed  # noqa: F401  (raised here)
+from retrain.common.jsonable import jsonable as _jsonable
+from retrain.common.step import main
+from retrain.common import paths
 from components.ctr.validation_rules import (DOMAINS_SUITE, ERROR, SAMPLE_SUITE,  # noqa: F401
-                                         STATS_SUITE, SUITE_VERSION, WARNING, build_suites)
+                                         STATS_SUITE, SUITE_VERSION, WARNING, THRESHOLD_FIELDS,
+                                         build_suites)
 
 log = logging.getLogger("retrain.validate")
 
@@ -196,11 +198,8 @@ def with_thresholds(spec: ValidateSpec) -> ValidateSpec:
     of a dataset live in its config; a spec field still wins, for tests and one-offs)."""
     from components.ctr import feature_config
     validation = feature_config.load_for(spec.feature_config).validation
-    names = ("min_rows", "max_rows", "min_click_rate", "max_click_rate", "max_null_rate",
-             "max_null_rate_increase", "max_duplicate_rate", "max_previous_overlap",
-             "max_rejected_rate", "max_row_ratio", "history_days")
     return dataclasses.replace(spec, **{
-        n: validation.threshold(_SPEC_TO_CONFIG.get(n, n)) for n in names
+        n: validation.threshold(_SPEC_TO_CONFIG.get(n, n)) for n in THRESHOLD_FIELDS
         if getattr(spec, n) is None})
 
 
@@ -263,7 +262,7 @@ def _span_date(span_dir: Path) -> dt.date | None:
 def find_stats(history_root: Path, day: dt.date) -> dict | None:
     """Stats of the newest earlier run on `day` whose gate passed (or was overridden)."""
     best = None
-    for summary_path in (history_root / f"dt={day.isoformat()}").glob(f"*/validation/{SUMMARY_FILE}"):
+    for summary_path in Path(paths.partition(history_root, day)).glob(f"*/validation/{SUMMARY_FILE}"):
         stats_path = summary_path.parent / STATS_DIR / "stats.json"
         try:
             if read_json(summary_path).get("gate") not in ("passed", "overridden") \
@@ -289,18 +288,18 @@ def _history(spec: ValidateSpec, span_dir: Path, ref_dir: Path):
         d = day - dt.timedelta(days=k)
         found = find_stats(root, d) if root else None
         if found is None and k == 1 and spec.compute_previous:
-            prev_dir = span_dir.parent / f"dt={d.isoformat()}"
+            prev_dir = Path(paths.partition(span_dir.parent, d))
             if (prev_dir / SUCCESS_MARKER).exists() and _parts(prev_dir):
-                found = compute_stats(prev_dir, ref_dir / f"dt={d.isoformat()}",
+                found = compute_stats(prev_dir, Path(paths.partition(ref_dir, d)),
                                       spec.sample_rows, spec.feature_config)
                 notes.append(f"previous span {d} had no validated stats: computed them "
                              f"(reference/dt={d})")
         if found is not None and not found.get("rows"):
             notes.append(f"span {d} has no usable rows: not a reference")
         elif found is not None:
-            found.setdefault("span", f"dt={d.isoformat()}")
+            found.setdefault("span", paths.partition_name(d))
             history.append(found)
-    prev_name = f"dt={(day - dt.timedelta(days=1)).isoformat()}"
+    prev_name = paths.partition_name(day - dt.timedelta(days=1))
     previous = next((h for h in history if h.get("span") == prev_name), None)
     if previous is None:
         notes.append("no statistics of the previous span: drift and overlap rules skipped")
@@ -380,7 +379,7 @@ def _validate(spec, stats, previous, history, overlap, stats_dir: Path, docs_dir
         online = docs_assets.localize(docs_dir)
         if online:
             log.warning("Data Docs still load %d asset(s) from the network, so they need it "
-                        "to render (`python -m components.common.docs_assets fetch` caches "
+                        "to render (`python -m retrain.common.docs_assets fetch` caches "
                         "them): %s", len(online), ", ".join(online))
     compact = [c for name in suites for c in (_compact(r, name, tables[name])
                                               for r in results[name].results)]

@@ -215,16 +215,25 @@ def _exp(cls, rule: str, severity: str, text: str, **kwargs):
                meta={"rule": rule, "severity": severity, "text": text})
 
 
+# The spec's bounds that build_suites reads (ValidateSpec leaves them None until resolved).
+THRESHOLD_FIELDS = ("min_rows", "max_rows", "min_click_rate", "max_click_rate", "max_null_rate",
+                     "max_null_rate_increase", "max_duplicate_rate", "max_previous_overlap",
+                     "max_rejected_rate", "max_row_ratio", "history_days")
+
+
 def build_suites(spec, previous: dict | None, history: list[dict], rules: Rules | None = None):
-    """{suite name: ExpectationSuite} for a span. `spec` carries the thresholds
-    (components.ctr.validate.ValidateSpec); previous/history only decide which comparative
-    rules exist (no previous span: no drift rules; no history: no recent-average rule)."""
+    """{suite name: ExpectationSuite} for a span. `spec` carries the thresholds, already
+    resolved against its feature config (components.ctr.validate.with_thresholds: resolved
+    once, by the step); previous/history only decide which comparative rules exist (no
+    previous span: no drift rules; no history: no recent-average rule)."""
     import great_expectations as gx
     import great_expectations.expectations as gxe
 
-    from components.ctr.validate import with_thresholds
-
-    spec = with_thresholds(spec)     # bounds the spec leaves unset: the feature config's
+    unset = [f.name for f in dataclasses.fields(spec) if getattr(spec, f.name) is None
+             and f.name in THRESHOLD_FIELDS]
+    if unset:
+        raise ValueError(f"build_suites needs resolved thresholds; unset: {unset} "
+                         "(pass the spec through validate.with_thresholds first)")
     rules = rules or rules_for()
 
     def between(rule, severity, text, column, lo=None, hi=None):

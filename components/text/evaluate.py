@@ -13,7 +13,7 @@ rule (on by default, `gate.beat_classical_baseline`) rejects a candidate whose m
 any task is below the classical baseline's: a broken fine-tune or a checkpoint unfit for
 the language is caught here, not by a user later.
 
-Verdicts need evidence (rule 21 of the design handbook). Per task, fewer labelled eval
+Verdicts need evidence (rule 21, docs/principles.md). Per task, fewer labelled eval
 texts than `gate.min_eval_rows`, or fewer eval texts of any one class than
 `gate.min_eval_positives` (params of the same names override them per run), fail a rule
 that names the task, the classes and their counts. Macro-F1 differences are judged on
@@ -37,7 +37,7 @@ import logging
 import sys
 from pathlib import Path
 
-from components.common.step import main
+from retrain.common.step import main
 
 log = logging.getLogger("retrain.text.evaluate")
 
@@ -77,7 +77,7 @@ def read_eval_rows(preprocess_dir: str, tasks, limit: int | None = None, offset:
     import numpy as np
 
     from components.text import model as M
-    from components.text.preprocess import EVAL_DIR
+    from components.text.formats import EVAL_DIR
 
     ds = M.read_records(str(Path(preprocess_dir) / (split or EVAL_DIR) / "*.tfrecord.gz"),
                         tasks)
@@ -165,7 +165,7 @@ def classical_baseline(spec, cfg, rows: dict) -> tuple[dict, dict]:
     import time
 
     from components.text import baseline as B
-    from components.text.preprocess import TRAIN_DIR
+    from components.text.formats import TRAIN_DIR
 
     t0 = time.perf_counter()
     tasks = cfg.task_labels
@@ -345,8 +345,8 @@ def task_rules(cfg, candidate: dict, baseline: dict | None, classical: dict | No
 
 def run(spec: TextEvaluateSpec) -> dict:
     """Score the eval split with candidate (and baseline); decide; write eval.json."""
-    from components.common.atomic import write_json
-    from components.common.atomic import read_json
+    from retrain.common.atomic import write_json
+    from retrain.common.atomic import read_json
     from components.gate import Thresholds, decide
     from components.text import model as M
     from components.text import task_config as T

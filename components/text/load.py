@@ -21,9 +21,9 @@ import logging
 import sys
 from pathlib import Path
 
-from components.common.atomic import atomic_dir
-from components.common.paths import artifact_root, raw_span_dir
-from components.common.step import main
+from retrain.common.atomic import atomic_dir
+from retrain.common.paths import artifact_root, raw_span_dir
+from retrain.common.step import main
 from components.text import config as C
 from components.text import rawdata
 

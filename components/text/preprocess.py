@@ -1,19 +1,15 @@
 """Step wrapper around the text preprocessing Beam job (`beam_jobs.preprocess_text`).
 
 The job stays a standalone Beam program with the canonical `run(argv)`; this spec turns a
-typed request into its argv (plus runner options from configuration). Stdlib only, so the
-DAG and the fine-tuning step can read the output layout without importing Beam.
+typed request into its argv (plus runner options from configuration). The output layout
+is `components.text.formats`.
 """
 from __future__ import annotations
 
 import dataclasses
 import sys
 
-from components.common.step import main
-
-TRAIN_DIR, EVAL_DIR = "train", "eval"   # gzip TFRecord shards: raw text + label indices
-SUMMARY_FILE = "summary.json"
-
+from retrain.common.step import main
 
 @dataclasses.dataclass
 class TextPreprocessSpec:

@@ -23,6 +23,8 @@ each next to the majority-class baseline, and writes them to `<work-dir>/quality
 """
 from __future__ import annotations
 
+from retrain.common import paths
+
 import argparse
 import json
 import sys
@@ -126,7 +128,7 @@ def _unknown_tokens(cfg, raw_root: str, span: str, window_days: int) -> dict:
     from components.text import rawdata
     from components.text.validate import unknown_token_check
 
-    rows = [r for part in rawdata.span_parts(Path(raw_root) / f"dt={span}")
+    rows = [r for part in rawdata.span_parts(Path(paths.partition(raw_root, span)))
             for r in rawdata.read_rows(part, cfg.validation.record_limits())]
     return unknown_token_check(cfg, [cfg.text_of(r) for r in rows])
 
@@ -230,7 +232,7 @@ def _cmd(args) -> int:
                   eval_percent=args.eval_percent)
     print(format_figures(figures))
     if args.results:
-        from components.common.atomic import write_json
+        from retrain.common.atomic import write_json
         if "text-quality" in sys.argv:     # `retrain text-quality ...`
             args_given = sys.argv[sys.argv.index("text-quality") + 1:]
             command = " ".join([".venv/bin/retrain text-quality", *args_given])

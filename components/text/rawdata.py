@@ -13,9 +13,9 @@ import json
 import re
 from pathlib import Path
 
-from components.common import rawfiles
-from components.common.errors import BadData
-from components.common.record_limits import RecordLimits, mend_surrogates, parquet_bytes
+from retrain.common import rawfiles
+from retrain.common.errors import BadData
+from retrain.common.record_limits import RecordLimits, mend_surrogates, parquet_bytes
 from components.text.task_config import TextConfig
 
 PARQUET_SUFFIXES = (".parquet", ".pq", ".parquet.brotli")

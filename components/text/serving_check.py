@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from components.common.step import main
+from retrain.common.step import main
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def run(spec: TextServingCheckSpec) -> dict:
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  op registration for the in-graph tokenizer
 
-    from components.common.atomic import read_json, write_json
+    from retrain.common.atomic import read_json, write_json
     from components.text.evaluate import SCORES_SAMPLE_FILE
 
     sample_path = Path(spec.eval_dir) / SCORES_SAMPLE_FILE

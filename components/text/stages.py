@@ -6,7 +6,7 @@ config file the steps read; params only carry per-run knobs.
 """
 from __future__ import annotations
 
-from components.common.window import left_out_spans
+from retrain.common.window import left_out_spans
 
 
 def validate(ctx: dict, params: dict, upstream: dict) -> dict:

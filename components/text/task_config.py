@@ -20,7 +20,7 @@ with its place (`tasks.sentiment.labels: ...`), as the CTR feature config does.
 Stdlib + PyYAML only (parsed in the steps; the DAG only passes the path on). Errors name,
 never echo (rule 22): the file, the key and its place, the rule; a value only if it is a
 number out of bounds or a short word where a name or a choice goes; a syntax error only
-its line and column (`components.common.run_inputs`).
+its line and column (`retrain.common.run_inputs`).
 """
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ import string
 from pathlib import Path
 from typing import Any
 
-from components.common.errors import ConfigError
-from components.common.record_limits import RecordLimits
-from components.common.run_inputs import (key_text, number_text, read_config_file, what,
+from retrain.common.errors import ConfigError
+from retrain.common.record_limits import RecordLimits
+from retrain.common.run_inputs import (key_text, number_text, read_config_file, what,
                                           word_text, words_text)
 
 PACKAGED_DIR = Path(__file__).resolve().parent / "configs"
@@ -75,7 +75,7 @@ class Validation:
     # Share of rows whose text holds control characters, U+FFFD or lone surrogates (the
     # encoding rule); preprocessing drops them, counted. A real scrape has a few.
     max_bad_encoding_rate: float = 0.001
-    # What one part and one record may hold (components.common.record_limits). A day of
+    # What one part and one record may hold (retrain.common.record_limits). A day of
     # text is read whole, so a part's limit is lower than the CTR logs'.
     max_part_bytes: int = 256 << 20       # decompressed, per part
     max_value_bytes: int = 1 << 20        # per string (a text may be a long document)
@@ -208,7 +208,7 @@ class TextConfig:
     def checkpoint_dir(self) -> str:
         if self.checkpoint:
             return self.checkpoint
-        from components.text.checkpoint import default_checkpoint_dir
+        from components.text.config import default_checkpoint_dir
         return default_checkpoint_dir()
 
     def to_dict(self) -> dict:

@@ -147,7 +147,7 @@ def unknown_token_rate(checkpoint_dir: str | None, texts: list[str],
     """{"checkpoint": <dir>, "texts": n_texts_used, "pieces": n_pieces, "unknown": n_unk,
     "rate": n_unk / n_pieces (0.0 if no pieces)}"""
     if checkpoint_dir is None:
-        from components.text.checkpoint import default_checkpoint_dir
+        from components.text.config import default_checkpoint_dir
         checkpoint_dir = default_checkpoint_dir()
     tokenizer = WordPiece(checkpoint_dir)
     used = sample(texts, max_texts)

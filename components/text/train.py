@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from components.common.step import main
+from retrain.common.step import main
 
 log = logging.getLogger("retrain.text.train")
 
@@ -59,10 +59,10 @@ class FinetuneSpec:
 
 def run(spec: FinetuneSpec) -> dict:
     """Fine-tune and export; return the model dir, losses and what was warm-started."""
-    from components.common.atomic import atomic_dir, read_json, write_json
+    from retrain.common.atomic import atomic_dir, read_json, write_json
     from components.text import config as C
     from components.text import task_config as T
-    from components.text.preprocess import EVAL_DIR, SUMMARY_FILE, TRAIN_DIR
+    from components.text.formats import EVAL_DIR, SUMMARY_FILE, TRAIN_DIR
 
     for name in ("epochs", "batch_size", "patience"):
         if getattr(spec, name) < (0 if name == "patience" else 1):
@@ -89,7 +89,7 @@ def run(spec: FinetuneSpec) -> dict:
     import keras
 
     from components.text import model as M
-    from components.text.checkpoint import default_checkpoint_dir
+    from components.text.config import default_checkpoint_dir
 
     keras.utils.set_random_seed(spec.seed)
     n_steps = spec.epochs * -(-min(summary["rows_train"], spec.max_train_examples or
@@ -238,7 +238,7 @@ def _checkpoint_id(checkpoint: str) -> dict:
 def _warm_start_source(spec: FinetuneSpec, tasks: dict[str, list[str]]) -> str | None:
     """The published model's dir if it can seed this run (same labels and checkpoint)."""
     from components.text import model as M
-    from components.text.checkpoint import default_checkpoint_dir
+    from components.text.config import default_checkpoint_dir
 
     if not spec.warm_start_model_dir:
         return None

@@ -20,7 +20,7 @@ tasks and their labels, and the dataset's bounds under `validation:`):
   sample of the span warns above `unknown_token_warn` and fails above `unknown_token_fail`
   (an English vocabulary on Chinese text turns most of it into [UNK], silently).
 
-A failed gate quarantines the span (`components.common.quarantine`); `override_reason`
+A failed gate quarantines the span (`retrain.common.quarantine`); `override_reason`
 lets a person pass it on purpose, recorded in the summary.
 
 GX 1.x has no expectation for "share of the largest class" or "duplicate share", so
@@ -41,11 +41,11 @@ import sys
 import time
 from pathlib import Path
 
-from components.common import quarantine
-from components.common.atomic import atomic_dir, write_json
-from components.common.errors import BadData, ValidationFailed
-from components.common.jsonable import jsonable as _jsonable
-from components.common.step import main
+from retrain.common import quarantine
+from retrain.common.atomic import atomic_dir, write_json
+from retrain.common.errors import BadData, ValidationFailed
+from retrain.common.jsonable import jsonable as _jsonable
+from retrain.common.step import main
 from components.text import rawdata
 from components.text import task_config as T
 

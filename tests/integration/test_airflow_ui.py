@@ -1,7 +1,7 @@
 """What a user sees in the Airflow UI, on the production shape: a real browser against a
 real Airflow on PostgreSQL with the CeleryExecutor.
 
-The stack is `retrain stack up` (retrain/stack.py): PostgreSQL and Redis from Debian's
+The stack is `retrain stack up` (retrain/orchestration/stack.py): PostgreSQL and Redis from Debian's
 packages; api-server, scheduler, dag-processor and triggerer as separate processes from
 Airflow's own environment (requirements-airflow.lock: no TensorFlow, Beam or
 great-expectations); two Celery workers as two hosts, each in its own network namespace
@@ -42,9 +42,9 @@ import psutil
 import pytest
 
 from components.ctr.generate import GenerateSpec, run as generate
-from components.registry import Registry
+from retrain.common.registry import Registry
 from components.text.load import LoadTextSpec, run as load_text
-from retrain.stack import Stack, StackSpec
+from retrain.orchestration.stack import Stack, StackSpec
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow_server]
 
@@ -93,7 +93,7 @@ class Api:
 
 @pytest.fixture(scope="module")
 def airflow_server(tmp_path_factory):
-    """The production-shaped stack (retrain.stack: PostgreSQL, Redis, CeleryExecutor,
+    """The production-shaped stack (retrain.orchestration.stack: PostgreSQL, Redis, CeleryExecutor,
     api-server / scheduler / dag-processor / triggerer as separate processes from the
     environment without TensorFlow, two Celery workers as two hosts in their own network
     namespaces, steps in the ML environment), on free ports and its own subnet."""
@@ -373,7 +373,7 @@ def test_a_user_trains_and_backfills_from_the_ui(airflow_server, page):
     assert "[cluster] [chief] INFO retrain.ps_train" in log
     page.shot("ui-task-log.png")
 
-    # The run's "Retrain" tab (retrain.airflow_plugin): span, window, gate, verdict, and
+    # The run's "Retrain" tab (retrain.orchestration.airflow_plugin): span, window, gate, verdict, and
     # the evaluation report and Data Docs one click away, served through the API server.
     def open_retrain_tab():
         page.driver.switch_to.default_content()
@@ -393,7 +393,7 @@ def test_a_user_trains_and_backfills_from_the_ui(airflow_server, page):
     open_retrain_tab()
     page.find(xpath="//a[normalize-space(.)='Data Docs']").click()
     # The index lists the validations only when its JavaScript libraries load: they are
-    # served from the docs folder (components.common.docs_assets), not from CDNs.
+    # served from the docs folder (retrain.common.docs_assets), not from CDNs.
     page.wait_for("the Data Docs index listing the 3 validations",
                   lambda t: "Validation Results" in t and "Showing 1 to 3 of 3 rows" in t)
     page.shot("ui-data-docs.png")

@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from components.common import lineage, paths
+from retrain.orchestration import lineage
+
+from retrain.common import paths
 from components.ctr.generate import GenerateSpec, run as generate
-from components.registry import Registry
-from retrain.lineage import chain, render
+from retrain.common.registry import Registry
+from retrain.orchestration.lineage_query import chain, render
 
 from dag_helpers import environ, load_dag, task_states, walk
 

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from components.common import window
+from retrain.common import window
 from components.ctr.generate import GenerateSpec, run as generate
 
 from dag_helpers import environ, load_dag, task_states, try_number

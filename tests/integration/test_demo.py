@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from components.registry import Registry
+from retrain.common.registry import Registry
 
 pytestmark = pytest.mark.integration
 
@@ -18,7 +18,7 @@ RETRAIN = str(Path(sys.executable).with_name("retrain"))
 
 
 def _demo(home: Path, runs: int = 2) -> subprocess.CompletedProcess:
-    # Tiny world: 3 days, 2 daily runs through a real scheduler (retrain.local_airflow) on
+    # Tiny world: 3 days, 2 daily runs through a real scheduler (retrain.orchestration.local_airflow) on
     # the test AIRFLOW_HOME (inherited from tests/conftest.py through the environment).
     return subprocess.run([RETRAIN, "demo", "--home", str(home), "--days", "3",
                            "--rows-per-day", "8000", "--runs", str(runs), "--window-days", "2"],

@@ -83,7 +83,7 @@ def models(tmp_path_factory):
 @pytest.fixture(scope="module")
 def published_history(tmp_path_factory, trained):
     """A registry with two published versions of the trained model."""
-    from components.registry import Registry
+    from retrain.common.registry import Registry
     root = tmp_path_factory.mktemp("registry")
     registry = Registry(root)
     for i, auc in ((1, 0.61), (2, 0.62)):
@@ -159,7 +159,7 @@ def test_slice_guard_rejects_a_candidate_worse_on_one_device(span_dir, models, t
 
 def test_serving_check_passes_the_trained_model_in_a_fresh_process(evaluated, trained,
                                                                     tmp_path):
-    from components.common.launch import run_step
+    from retrain.orchestration.launch import run_step
     out_dir, _ = evaluated
     result = run_step("components.ctr.serving_check", {
         "model_dir": trained["model_dir"], "eval_dir": str(out_dir),
@@ -215,7 +215,7 @@ def test_serving_check_passes_the_model_that_was_evaluated(models, good_eval_dir
 
 def test_failed_serving_check_fails_the_step_with_its_reason(models, good_eval_dir):
     """What the push task sees: the step exits non-zero with the check's own message."""
-    from components.common.launch import StepFailed, run_step
+    from retrain.orchestration.launch import StepFailed, run_step
     with pytest.raises(StepFailed, match=r"ServingCheckFailed: .*finite: 500 of 500 scores "
                                          r"are NaN or inf.*not publishing"):
         run_step("components.ctr.serving_check", {"model_dir": models["nan"],

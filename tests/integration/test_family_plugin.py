@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from components.families import FAMILIES, STAGES, resolve
-from components.registry import Registry
-from retrain.dag_factory import family_params, make_dag
-from retrain.lineage import chain
+from retrain.orchestration.families import FAMILIES, STAGES, resolve
+from retrain.common.registry import Registry
+from retrain.orchestration.dag_factory import family_params, make_dag
+from retrain.orchestration.lineage_query import chain
 
 from dag_helpers import environ, task_states, walk
 

@@ -10,7 +10,7 @@ import os
 import psutil
 import pytest
 
-from retrain.local_airflow import LocalAirflow
+from retrain.orchestration.local_airflow import LocalAirflow
 
 pytestmark = pytest.mark.integration
 

@@ -240,7 +240,7 @@ def test_a_part_that_grows_while_read_fails_the_job_and_writes_nothing(home, tmp
     """A producer still appending after `_SUCCESS`: analysis and transform would see
     different rows, so the job fails naming the file, and no output appears."""
     from beam_jobs import preprocess_ctr
-    from components.common.rawfiles import ChangedWhileRead
+    from retrain.common.rawfiles import ChangedWhileRead
     day = tmp_path / "raw" / f"dt={SPAN}"
     day.mkdir(parents=True)
     rows = pq.read_table(home / "raw" / "ctr" / f"dt={SPAN}" / "part-00000.parquet").to_pylist()
@@ -347,8 +347,8 @@ def test_the_marker_commit_writes_the_same_output_without_a_rename(home, preproc
     job writes into an attempt folder that <output>/_SUCCESS names, with the same rows as the
     rename commit; a later run that fails leaves the committed attempt as it was."""
     from beam_jobs import preprocess_ctr
-    from components.common import output_commit
-    from components.common.rawfiles import ChangedWhileRead
+    from beam_jobs import output_commit
+    from retrain.common.rawfiles import ChangedWhileRead
 
     out = tmp_path / "pre"
     argv = ["--raw-root", str(home / "raw" / "ctr"), "--span", SPAN, "--window-days", "2",

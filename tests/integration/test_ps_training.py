@@ -282,7 +282,7 @@ def test_early_stopping_exports_the_best_validated_parameters(preprocessed, tmp_
     import tensorflow_transform as tft
 
     from components.ctr import feature_config as fc
-    from components.ctr.preprocess import TRAIN_DIR, TRANSFORM_DIR
+    from components.ctr.formats import TRAIN_DIR, TRANSFORM_DIR
     from components.ctr.ps_train import PsTrainSpec, _make_dataset_fn, run
 
     pre = preprocessed["output_dir"]

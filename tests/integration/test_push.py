@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from components.common.launch import StepFailed
-from components.push import SUMMARY_FILE, publish_if_blessed
-from components.registry import Registry
+from retrain.orchestration.launch import StepFailed
+from retrain.orchestration.push import SUMMARY_FILE, publish_if_blessed
+from retrain.common.registry import Registry
 
 pytestmark = pytest.mark.integration
 
@@ -82,9 +82,9 @@ def test_push_against_a_baseline_that_is_no_longer_current_is_refused(
     """Design rule 20: evaluation compared the candidate with v2; an operator rolled back to
     v1 while the run was in flight. The push (forced, even) must not make the candidate
     current over the rollback: it is refused, recorded and raised, and nothing is published."""
-    from components.common import lineage
-    from components.common.errors import BadData
-    from components.registry import StaleBaseline
+    from retrain.orchestration import lineage
+    from retrain.common.errors import BadData
+    from retrain.common.registry import StaleBaseline
 
     registry = Registry(tmp_path / "registry")
     for old_run in ("old-1", "old-2"):
@@ -113,12 +113,12 @@ def test_push_against_a_baseline_that_is_no_longer_current_is_refused(
     assert registry.check_report("ctr") == {"errors": [], "warnings": []}
     assert "publish" not in lineage.read_records(tmp_path / "run")
 
-    # The push task (retrain.dag_defaults.publish_or_skip) fails it without retry.
+    # The push task (retrain.orchestration.dag_defaults.publish_or_skip) fails it without retry.
     from types import SimpleNamespace
 
     from airflow.sdk.exceptions import AirflowFailException
 
-    from retrain.dag_defaults import publish_or_skip
+    from retrain.orchestration.dag_defaults import publish_or_skip
     ctx = {"home": str(tmp_path), "run_dir": str(tmp_path / "run"), "run_id": "run-1",
            "span": "2026-11-03", "span_dir": str(span_dir), "shadow": False}
     with pytest.raises(AirflowFailException, match=r"no longer current \(expected current: "

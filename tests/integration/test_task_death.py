@@ -19,7 +19,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 TASK = textwrap.dedent("""
     import sys
-    from components.common.launch import run_step
+    from retrain.orchestration.launch import run_step
     run_step("sleeper", {"pid_file": sys.argv[1]})
 """)
 
@@ -63,7 +63,7 @@ def test_killing_the_task_ends_its_step_and_the_steps_children(tmp_path, sig):
 STEP = textwrap.dedent("""
     import dataclasses, os, sys, time
     from pathlib import Path
-    from components.common.step import main
+    from retrain.common.step import main
 
     @dataclasses.dataclass
     class Spec:
@@ -105,7 +105,7 @@ FAKE_TRAINER = textwrap.dedent("""
 """)
 LAUNCH = textwrap.dedent("""
     import json, sys
-    from components.common.launch import StepFailed, run_step
+    from retrain.orchestration.launch import StepFailed, run_step
     try:
         run_step("scratch_step", json.loads(sys.argv[1]))
     except StepFailed:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from components.registry import Registry
+from retrain.common.registry import Registry
 from components.text import config as C
 from components.text.load import LoadTextSpec, run as load_text
 

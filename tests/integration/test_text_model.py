@@ -52,7 +52,7 @@ def trained(slice_records, tmp_path_factory):
 
     from components.text import config as C
     from components.text import model as M
-    from components.text.checkpoint import default_checkpoint_dir
+    from components.text.config import default_checkpoint_dir
 
     keras.utils.set_random_seed(1)
     records, cols = slice_records
@@ -142,7 +142,7 @@ def test_export_applies_decision_offsets_inside_the_signature(trained, tmp_path)
 
 def test_export_seeds_a_warm_start(trained, tmp_path):
     from components.text import model as M
-    from components.text.checkpoint import default_checkpoint_dir
+    from components.text.config import default_checkpoint_dir
     from components.text import config as C
     from components.text.train import FinetuneSpec, _warm_start_source
 

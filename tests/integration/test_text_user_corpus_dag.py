@@ -19,10 +19,12 @@ import sys
 
 import pytest
 
-from components.common import lineage, paths
-from components.registry import Registry
+from retrain.orchestration import lineage
+
+from retrain.common import paths
+from retrain.common.registry import Registry
 from components.text import tickets as tickets_corpus
-from retrain.lineage import chain
+from retrain.orchestration.lineage_query import chain
 
 from dag_helpers import environ, load_dag, task_states, walk
 

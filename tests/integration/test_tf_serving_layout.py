@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from components.ctr import features as F
-from components.registry import CURRENT_FILE, LOCK_FILE, META_FILE, Registry
+from retrain.common.registry import CURRENT_FILE, LOCK_FILE, META_FILE, Registry
 
 pytestmark = pytest.mark.integration
 

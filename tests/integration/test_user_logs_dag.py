@@ -14,8 +14,8 @@ import pytest
 
 from components.ctr import feature_config as fc
 from components.ctr.synth import SynthSpec, run as synthesize
-from components.registry import Registry
-from retrain.lineage import chain
+from retrain.common.registry import Registry
+from retrain.orchestration.lineage_query import chain
 
 from dag_helpers import environ, load_dag, task_states, walk
 

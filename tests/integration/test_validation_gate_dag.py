@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from components.common.paths import safe_run_id
+from retrain.common.paths import safe_run_id
 from components.ctr.generate import GenerateSpec, run as generate
 
 from dag_helpers import environ, load_dag, task_states

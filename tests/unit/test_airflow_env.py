@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from components.common import launch
+from retrain.orchestration import launch
 
 REPO = Path(__file__).resolve().parents[2]
 ML_ONLY = ("tensorflow", "tensorflow-transform", "tfx-bsl", "apache-beam",
@@ -74,7 +74,7 @@ def test_a_bad_interpreter_setting_says_what_to_fix(monkeypatch, tmp_path):
 
 
 def test_a_worker_is_recorded_under_its_own_host_name(monkeypatch):
-    from retrain import hostname
+    from retrain.orchestration import hostname
     monkeypatch.setenv(hostname.HOSTNAME_ENV, "10.213.7.11")
     assert hostname.task_host() == "10.213.7.11"
     monkeypatch.delenv(hostname.HOSTNAME_ENV)

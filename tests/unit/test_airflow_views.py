@@ -9,14 +9,14 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from components.common import paths
+from retrain.common import paths
 
 RUN = "scheduled__2026-11-04T00:00:00+00:00"
 
 
 @pytest.fixture
 def client(tmp_path, monkeypatch):
-    from retrain import airflow_views
+    from retrain.orchestration import airflow_views
 
     monkeypatch.setenv("RETRAIN_HOME", str(tmp_path))
     own = tmp_path / "runs" / "ctr" / "dt=2026-11-03" / paths.safe_run_id(RUN)

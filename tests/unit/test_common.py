@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
-from components.common import atomic, launch, paths, spans, step
+from retrain.common import atomic, paths, processes, spans, step
+
+from retrain.orchestration import launch, step_logs
 from components.ctr import features as F
 
 UTC = dt.timezone.utc
@@ -144,7 +146,7 @@ def test_a_steps_log_levels_are_the_task_logs_levels():
     """A step's WARNING is a WARNING in the task log (the UI's level filter works), through
     relays such as the PS cluster's "[chief] " prefix; a record's continuation lines and a
     traceback keep their record's level; TensorFlow's CUDA probe is noise without a GPU."""
-    levels = launch.LineLevels(gpu=False)
+    levels = step_logs.LineLevels(gpu=False)
     lines = {"INFO retrain.ps_train: step 3/3": logging.INFO,
              "[chief] WARNING tensorflow: a warning": logging.WARNING,
              "  its second line": logging.WARNING,
@@ -165,7 +167,7 @@ def test_a_steps_log_levels_are_the_task_logs_levels():
              "[chief] I0000 00:00:1 2 cudart_stub.cc:31] Could not find cuda drivers on "
              "your machine, GPU will not be used.": logging.DEBUG}
     assert {line: levels(line) for line in lines} == lines
-    assert launch.LineLevels(gpu=True)("E0000 1 cuda_platform.cc:52] failed call to "
+    assert step_logs.LineLevels(gpu=True)("E0000 1 cuda_platform.cc:52] failed call to "
                                        "cuInit") == logging.ERROR
 
 
@@ -208,8 +210,8 @@ def test_what_a_retry_cannot_mend_is_not_retried():
 
     import pyarrow as pa
 
-    from components.common.errors import BAD_DATA, TRANSIENT, kind_of
-    from components.common.rawfiles import NoParts
+    from retrain.common.errors import BAD_DATA, TRANSIENT, kind_of
+    from retrain.common.rawfiles import NoParts
     try:
         json.loads("{")
     except ValueError as e:
@@ -234,26 +236,26 @@ def test_a_launchers_scratch_folder_lives_in_the_run_and_goes_on_every_exit(tmp_
     assert launch.output_dir_of({"train": {"out_dir": str(run / "m")}}) == run / "m"
     assert launch.output_dir_of({"output_dir": "gs://bucket/x"}) is None
     assert launch.output_dir_of({"out_dir": "relative/x", "span": "2026-12-01"}) is None
-    with launch.scratch_dir(run / "model", "launch-x") as tmp:
+    with processes.scratch_dir(run / "model", "launch-x") as tmp:
         assert tmp.parent == run and tmp.name.startswith(f".model.launch-x-{os.getpid()}-")
     assert not tmp.exists()
-    with pytest.raises(RuntimeError), launch.scratch_dir(run / "model", "launch-x") as tmp:
+    with pytest.raises(RuntimeError), processes.scratch_dir(run / "model", "launch-x") as tmp:
         raise RuntimeError("the step failed")
     assert not tmp.exists()
     # What a dead launcher of this host left is removed by the next; a live one's is kept.
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    host = launch._host()
+    host = processes._host()
     stale = run / f".model.launch-x-{dead.pid}-{host}-abc"
     live = run / f".model.launch-x-{os.getpid()}-{host}-def"
     other_host = run / f".model.launch-x-{dead.pid}-elsewhere-ghi"
     for d in (stale, live, other_host):
         d.mkdir()
-    with launch.scratch_dir(run / "model", "launch-x"):
+    with processes.scratch_dir(run / "model", "launch-x"):
         pass
     assert not stale.exists() and live.exists() and other_host.exists()
     # No run folder known: the system temp dir, removed all the same.
-    with launch.scratch_dir(None, "launch-x") as tmp:
+    with processes.scratch_dir(None, "launch-x") as tmp:
         assert tmp.parent == system_tmp and tmp.name.startswith("retrain-launch-x-")
     assert list(system_tmp.iterdir()) == []
 

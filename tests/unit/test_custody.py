@@ -1,4 +1,4 @@
-"""Chain of custody (components/common/custody.py): a partition's bytes are bound to the
+"""Chain of custody (retrain/orchestration/custody.py): a partition's bytes are bound to the
 validation that read them; a rewrite keeping names, sizes and mtimes is still refused,
 names the day and the file, and quarantines the day."""
 from __future__ import annotations
@@ -8,8 +8,9 @@ import os
 
 import pytest
 
-from components.common import custody, window
-from components.common.errors import BadData, kind_of
+from retrain.common import window
+from retrain.orchestration import custody
+from retrain.common.errors import BadData, kind_of
 
 
 def _day(root, day, payload=b"a,b\n1,2\n"):

@@ -5,7 +5,7 @@ import pytest
 
 
 def test_the_window_limit_is_a_deployment_setting(monkeypatch):
-    from retrain import dag_defaults
+    from retrain.orchestration import dag_defaults
     params = dag_defaults.span_params("logs", "Days.", "Share.")
     assert params["window_days"].schema["maximum"] == 60
     monkeypatch.setenv("RETRAIN_MAX_WINDOW_DAYS", "120")

@@ -81,7 +81,7 @@ def test_compose_defines_the_production_shaped_cluster():
         assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://")
         assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
         assert env["AIRFLOW__CELERY__BROKER_URL"].startswith("redis://")
-        assert env["AIRFLOW__CORE__HOSTNAME_CALLABLE"] == "retrain.hostname.task_host"
+        assert env["AIRFLOW__CORE__HOSTNAME_CALLABLE"] == "retrain.orchestration.hostname.task_host"
         assert env["RETRAIN_HOME"] == "/data" and "artifacts:/data" in service["volumes"]
         transport = json.loads(env["AIRFLOW__OPENLINEAGE__TRANSPORT"])
         assert transport["type"] == "http" and transport["url"] == "http://marquez:5000"
@@ -178,7 +178,7 @@ def test_airflow_image_installs_airflow_only():
     copied = [args.split()[0] for ins, args in _instructions(dockerfile) if ins == "COPY"]
     assert "requirements.lock" not in copied and "requirements-nodeps.txt" not in copied
     env = " ".join(args for ins, args in _instructions(dockerfile) if ins == "ENV")
-    assert "AIRFLOW__CORE__HOSTNAME_CALLABLE=retrain.hostname.task_host" in env
+    assert "AIRFLOW__CORE__HOSTNAME_CALLABLE=retrain.orchestration.hostname.task_host" in env
     assert "AIRFLOW__CORE__DAGS_FOLDER=/opt/retrain/dags" in env
 
 
@@ -202,7 +202,7 @@ def test_ml_image_installs_the_locked_stack_and_the_worker_has_both_environments
     runs = _runs(dockerfile)
     assert "-r requirements.lock" in runs
     assert "requirements-nodeps.txt" in runs
-    assert "components.common.docs_assets fetch" in runs      # Data Docs render offline
+    assert "retrain.common.docs_assets fetch" in runs      # Data Docs render offline
     assert "-r requirements-airflow.lock" in runs             # the worker's Airflow venv
     assert not any(ins == "ENTRYPOINT" for ins, _ in _instructions(dockerfile)), (
         "`python -m components.<step> --spec ...` is the command, as in a KubernetesPodOperator")

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from components import metrics
-from components.common.paths import raw_span_dir
+from retrain.common.paths import raw_span_dir
 from components.ctr.rawdata import read_truth
 from components.ctr import features as F
 from components.ctr import generate as G

@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from beam_jobs import preprocess_ctr as job
-from components.common import record_limits
-from components.common.errors import kind_of
+from retrain.common import record_limits
+from retrain.common.errors import kind_of
 from components.ctr import feature_config
 from test_preprocess_ctr_parsing import good, line  # same-folder test helpers
 
@@ -148,7 +148,7 @@ def _validate_text(config, span, out, quarantine=None):
 
 def test_text_with_a_lone_surrogate_is_counted_by_the_encoding_rule_within_its_tolerance(
         tmp_path):
-    from components.common.errors import ValidationFailed
+    from retrain.common.errors import ValidationFailed
     lines = [_ticket(i) for i in range(40)]
     lines[7] = lines[7].replace(b"about my", b"about \\ud800my")   # 1 row in 40: 2.5 %
     config, span = _ticket_span(tmp_path, lines)
@@ -166,7 +166,7 @@ def test_text_with_a_lone_surrogate_is_counted_by_the_encoding_rule_within_its_t
 ])
 def test_a_hostile_text_record_refuses_the_part_naming_file_and_line_and_quarantines(
         tmp_path, bad_line, rule):
-    from components.common.errors import BadData
+    from retrain.common.errors import BadData
     lines = [_ticket(i) for i in range(20)]
     lines.insert(5, bad_line)
     config, span = _ticket_span(tmp_path, lines)

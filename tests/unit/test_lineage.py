@@ -1,5 +1,5 @@
-"""Lineage records, fingerprints and fingerprint-keyed reuse (components/common/lineage.py)
-and the `retrain lineage` view of them (retrain/lineage.py).
+"""Lineage records, fingerprints and fingerprint-keyed reuse (retrain/orchestration/lineage.py)
+and the `retrain lineage` view of them (retrain/orchestration/lineage_query.py).
 
 The step runner here is a small real function that writes an artifact atomically, so
 these tests stay fast; tests/integration/test_rerun.py does the same with the real
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from components.common import lineage
-from components.common.atomic import atomic_dir
-from components.registry import Registry
+from retrain.orchestration import lineage
+from retrain.common.atomic import atomic_dir
+from retrain.common.registry import Registry
 from retrain import cli
-from retrain.lineage import chain, render
+from retrain.orchestration.lineage_query import chain, render
 
 
 def make_span(home: Path, day: str, rows: int = 10) -> Path:
@@ -199,7 +199,7 @@ def test_lineage_chain_from_registry_version_to_raw_partitions(tmp_path, airflow
         artifact_type="evaluation", reuse=False, runner=lambda module, spec: {"out": spec["out"]})
     records = lineage.read_records(run_dir)
     assert set(records) == {"preprocess", "train", "evaluate"}
-    from retrain.lineage import _expand
+    from retrain.orchestration.lineage_query import _expand
     seen: set[str] = set()
     first = _expand(records["train"], {r["fingerprint"]: r for r in records.values()}, seen)
     again = _expand(records["evaluate"], {r["fingerprint"]: r for r in records.values()}, seen)

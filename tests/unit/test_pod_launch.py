@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from components.common import launch, pod_launch
+from retrain.orchestration import launch, pod_launch
 from test_k8s_manifests import _check_k8s
 
 REPO = Path(__file__).resolve().parents[2]

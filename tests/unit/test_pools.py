@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from retrain import airflow_policy
+from retrain.orchestration import airflow_policy
 
 POOLS = json.loads((Path(__file__).resolve().parents[2] / "scripts" / "pools.json").read_text())
 

@@ -229,7 +229,7 @@ def test_a_user_config_sets_the_columns_types_and_label_of_the_reader(tmp_path):
 def test_a_corrupt_parquet_part_fails_naming_the_file(tmp_path):
     """Arrow says only "Corrupt snappy compressed data" (an OSError, so it would be
     retried as transient): the reader names the file and raises bad data."""
-    from components.common.errors import BAD_DATA, kind_of
+    from retrain.common.errors import BAD_DATA, kind_of
     path = tmp_path / "part-00000.parquet"
     pq.write_table(pa.Table.from_pylist([good(i) for i in range(200)]), path)
     data = bytearray(path.read_bytes())

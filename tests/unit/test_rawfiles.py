@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from components.common.rawfiles import (ChangedWhileRead, UnsafeInput, snapshot,
+from retrain.common.rawfiles import (ChangedWhileRead, UnsafeInput, snapshot,
                                         verify_unchanged)
 
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-import components.registry as registry_mod
+import retrain.common.registry as registry_mod
 from components.gate import Thresholds, decide
-from components.registry import NotFound, Registry
+from retrain.common.registry import NotFound, Registry
 
 
 def fake_savedmodel(path: Path, tag: str = "m") -> Path:
@@ -333,7 +333,7 @@ def cli(monkeypatch):
     registered (other capability modules may not exist yet)."""
     import retrain.cli
 
-    monkeypatch.setattr(retrain.cli, "COMMANDS", ["components.registry"])
+    monkeypatch.setattr(retrain.cli, "COMMANDS", ["retrain.orchestration.registry_cli"])
     return retrain.cli.main
 
 
@@ -427,7 +427,7 @@ def test_a_publish_over_a_broken_registry_fails_naming_the_file(reg, model):
     """Garbage in CURRENT: a new publish must not guess which version is live."""
     reg.publish(model, "ctr", meta_for("run-1"))
     (reg.root / "ctr" / "CURRENT").write_bytes(b"\xff\xfe garbage")
-    from components.common.errors import BadData
+    from retrain.common.errors import BadData
     with pytest.raises(BadData, match=r"refusing to publish model 'ctr' over a broken registry: "
                                       r".*CURRENT is not valid JSON"):
         reg.publish(model, "ctr", meta_for("run-2"))
@@ -438,7 +438,7 @@ def test_a_publish_over_a_broken_registry_fails_naming_the_file(reg, model):
 
 
 def test_a_publish_refuses_a_current_that_names_a_missing_or_metaless_version(reg, model):
-    from components.common.errors import BadData
+    from retrain.common.errors import BadData
     reg.publish(model, "ctr", meta_for("run-1"))
     (reg.root / "ctr" / "1" / "retrain_meta.json").unlink()
     with pytest.raises(BadData, match=r"CURRENT names version 1, which is missing or has no "
@@ -467,8 +467,8 @@ def test_publish_with_the_expected_current_version_goes_through(reg, model):
 
 
 def test_publish_against_a_baseline_that_is_no_longer_current_is_refused(reg, model):
-    from components.common.errors import BadData
-    from components.registry import StaleBaseline
+    from retrain.common.errors import BadData
+    from retrain.common.registry import StaleBaseline
     reg.publish(model, "ctr", meta_for("run-1"))
     reg.publish(model, "ctr", meta_for("run-2"))
     before = current_file(reg)
@@ -489,7 +489,7 @@ def test_publish_against_a_baseline_that_is_no_longer_current_is_refused(reg, mo
 
 
 def test_a_candidate_evaluated_with_no_baseline_is_refused_once_a_model_is_published(reg, model):
-    from components.registry import StaleBaseline
+    from retrain.common.registry import StaleBaseline
     reg.publish(model, "ctr", meta_for("run-1"), expect_current=None)
     with pytest.raises(StaleBaseline, match=r"expected current: no published version; "
                                             r"actual current: version 1"):
@@ -532,7 +532,7 @@ def _publish_until_promotion_then_hang(root, model, ready):
 
 
 def test_retried_interrupted_publish_after_a_rollback_is_refused(reg, model):
-    from components.registry import StaleBaseline
+    from retrain.common.registry import StaleBaseline
     reg.publish(model, "ctr", meta_for("run-1"))
     reg.publish(model, "ctr", meta_for("run-2"))
     ctx = mp.get_context("fork")

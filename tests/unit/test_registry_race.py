@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from components.gate import Thresholds, decide
-from components.registry import LOCK_FILE, Registry, StaleBaseline
+from retrain.common.registry import LOCK_FILE, Registry, StaleBaseline
 
 ROUNDS = 20
 # The rollback's start is staggered by round (0, 4, 8, 12 ms after the barrier) so that

@@ -95,7 +95,7 @@ def test_report_without_baseline_history_or_slices(tmp_path):
 
 
 def test_registry_history_reads_the_last_versions(tmp_path):
-    from components.registry import Registry
+    from retrain.common.registry import Registry
     model = tmp_path / "m"
     model.mkdir()
     (model / "saved_model.pb").write_bytes(b"fake")
@@ -112,7 +112,7 @@ def test_registry_history_reads_the_last_versions(tmp_path):
     assert report.registry_history(tmp_path / "registry", "other", 5) == []
     assert report.registry_history(None, "ctr") == []
     # The step: eval.json in, report.html next to it, history from the registry.
-    from components.common.atomic import write_json
+    from retrain.common.atomic import write_json
     eval_json = write_json(tmp_path / "eval" / "eval.json", tiny_eval(1500))
     out = report.run(report.ReportSpec(eval_json=str(eval_json),
                                        registry_root=str(tmp_path / "registry")))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.common import results
+from retrain.common import results
 
 
 def test_results_are_read_into_their_stage_class_and_extra_keys_are_kept_out():

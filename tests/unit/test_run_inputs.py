@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from components.common import run_inputs
+from retrain.common import run_inputs
 
 TODAY = dt.date(2026, 12, 1)
 
@@ -47,7 +47,7 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-from components.families import FAMILIES, resolve  # noqa: E402
+from retrain.orchestration.families import FAMILIES, resolve  # noqa: E402
 
 SECRETS = ("SECRETHASHabc", "AKIASECRET123", "SECRETVALUE42")
 # Files a config param might be pointed at, each holding a secret. A shadow line ends in
@@ -108,7 +108,7 @@ def _plant(folder: Path) -> dict[str, Path]:
 
 
 def _as_resolve_span_does(family, config: str, config_roots) -> list[str]:
-    """What retrain/dag_factory.py resolve_span puts into its AirflowFailException."""
+    """What retrain/orchestration/dag_factory.py resolve_span puts into its AirflowFailException."""
     problems = run_inputs.check(TODAY, raw_root=None, config=config,
                                 config_param=family.config_param, today=TODAY,
                                 max_future_days=1, roots=[], config_roots=config_roots)
@@ -197,7 +197,7 @@ def test_resolve_span_refuses_a_planted_secret_without_echoing_it(tmp_path, monk
     """Through the real first task of both DAGs (its callable, without a scheduler)."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from retrain.dag_factory import make_dag
+    from retrain.orchestration.dag_factory import make_dag
 
     monkeypatch.setenv("RETRAIN_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("RETRAIN_CONFIG_ROOTS", str(tmp_path / "configs"))

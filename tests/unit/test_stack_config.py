@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from retrain import stack as S
+from retrain.orchestration import stack as S
 
 
 def _stack(tmp_path) -> S.Stack:
@@ -28,7 +28,7 @@ def test_airflow_runs_on_celery_and_postgres_with_steps_in_the_ml_env(tmp_path):
     assert env["RETRAIN_STEP_PYTHON"] == sys.executable
     assert env["RETRAIN_HOSTNAME"] == "10.213.250.11"           # worker 1's own address
     assert env["AIRFLOW__LOGGING__BASE_LOG_FOLDER"] == str(st.worker_logs(1))
-    assert env["AIRFLOW__CORE__HOSTNAME_CALLABLE"] == "retrain.hostname.task_host"
+    assert env["AIRFLOW__CORE__HOSTNAME_CALLABLE"] == "retrain.orchestration.hostname.task_host"
     assert env["AIRFLOW__API__HOST"] == "10.213.250.1" and env["AIRFLOW__API__PORT"] == "18080"
     assert env["PATH"].startswith(str(S.StackSpec().airflow_venv))   # Airflow's own venv
     assert env["RETRAIN_HOME"] == str(tmp_path / "home")

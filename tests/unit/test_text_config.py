@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.common.errors import BadData, ConfigError
+from retrain.common.errors import BadData, ConfigError
 from components.text import task_config as T
 
 

@@ -184,7 +184,7 @@ def test_validation_follows_the_users_config_quarantines_and_can_be_overridden(t
 
 
 def test_text_spans_refuse_symlinks_out_of_the_root_and_empty_parts(tmp_path):
-    from components.common.rawfiles import UnsafeInput
+    from retrain.common.rawfiles import UnsafeInput
     from components.text import rawdata
     day = tmp_path / "raw" / "dt=2026-11-01"
     day.mkdir(parents=True)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from components import metrics as MX
-from components.common.errors import ConfigError
+from retrain.common.errors import ConfigError
 from components.gate import Thresholds, decide
 from components.text import stages
 from components.text import task_config as T
@@ -228,9 +228,9 @@ def test_the_classical_baseline_fits_on_all_training_texts(tmp_path):
     import tensorflow as tf
 
     from beam_jobs.preprocess_text import to_example
-    from components.common.atomic import write_json
+    from retrain.common.atomic import write_json
     from components.text.evaluate import classical_baseline, read_eval_rows
-    from components.text.preprocess import EVAL_DIR, TRAIN_DIR
+    from components.text.formats import EVAL_DIR, TRAIN_DIR
 
     cfg = _cfg()
     words = [["jeans", "pants", "skirt"], ["dress", "gown", "frock"], ["trendy", "bold", "new"]]

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from components.text.checkpoint import default_checkpoint_dir
+from components.text.config import default_checkpoint_dir
 from components.text.tokens import WordPiece, sample, unknown_token_rate
 
 ENGLISH = [

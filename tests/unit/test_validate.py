@@ -21,7 +21,7 @@ import pytest
 from components.ctr import features as F
 from components.ctr.generate import GenerateSpec, run as generate
 from components.ctr.validate import (SUMMARY_FILE, ValidateSpec, ValidationFailed,
-                                 is_quarantined, run)
+                                 is_quarantined, run, with_thresholds)
 from components.ctr.validation_rules import build_suites
 
 PREV, DAY = "2026-11-01", "2026-11-02"
@@ -273,8 +273,8 @@ def test_a_named_override_lets_only_its_rules_through(home):
 
 
 def test_suites_cover_every_column():
-    suites = build_suites(ValidateSpec(span_dir="x", out_dir="y"), previous={"x": 1},
-                          history=[{"rows": 1}])
+    suites = build_suites(with_thresholds(ValidateSpec(span_dir="x", out_dir="y")),
+                          previous={"x": 1}, history=[{"rows": 1}])
     sample = suites["ctr_span_sample"].expectations
     typed = {e.column for e in sample if e.expectation_type == "expect_column_values_to_be_of_type"}
     assert typed == set(F.RAW_STRING_COLUMNS + F.RAW_INT_COLUMNS + F.RAW_FLOAT_COLUMNS)
@@ -344,13 +344,13 @@ def test_data_docs_render_the_failed_expectations_in_headless_chromium(home, tmp
                                              "-y chromium): Data Docs not rendered")
 def test_data_docs_index_lists_the_validations_with_the_network_off(home, tmp_path):
     """GX's index builds its list of validations in JavaScript from CDN libraries: the
-    pages are pointed at local copies (components.common.docs_assets), so with every
+    pages are pointed at local copies (retrain.common.docs_assets), so with every
     host unresolvable the index still lists the three suites' results."""
     import subprocess
 
-    from components.common import docs_assets
+    from retrain.common import docs_assets
 
-    assert not docs_assets.missing(), "run `python -m components.common.docs_assets fetch`"
+    assert not docs_assets.missing(), "run `python -m retrain.common.docs_assets fetch`"
     df = read_day(home)
     df[F.LABEL_KEY] = 0
     write_day(home, df)
@@ -440,7 +440,7 @@ def test_a_previous_span_with_no_usable_rows_is_no_crash(home):
 
 
 def test_symlinks_out_of_the_root_and_empty_parts_are_refused(home):
-    from components.common.rawfiles import UnsafeInput
+    from retrain.common.rawfiles import UnsafeInput
     link = span_of(home) / "part-00001.jsonl"
     link.symlink_to("/etc/passwd")
     with pytest.raises(UnsafeInput, match=r"part-00001.jsonl is a symlink to /etc/passwd, "
@@ -451,3 +451,8 @@ def test_symlinks_out_of_the_root_and_empty_parts_are_refused(home):
     with pytest.raises(UnsafeInput, match=r"part-00001.jsonl.gz is empty \(0 bytes\)"):
         run(spec_for(home))
     assert not (home / "runs" / "ctr" / f"dt={DAY}").exists()
+
+
+def test_suites_refuse_a_spec_whose_thresholds_were_never_resolved():
+    with pytest.raises(ValueError, match="resolved thresholds"):
+        build_suites(ValidateSpec(span_dir="x", out_dir="y"), previous=None, history=[])

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from components.common import window
-from components.common.quarantine import settle
-from components.common.spans import span_list, window as days_of
+from retrain.common import window
+from retrain.common.quarantine import settle
+from retrain.common.spans import span_list, window as days_of
 
 
 def _validated(root, day, run, gate, reason=None):

@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from components.common.step import main
+from retrain.common.step import main
 
 
 @dataclasses.dataclass

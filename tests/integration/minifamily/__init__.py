@@ -7,7 +7,7 @@ the push. Each step is a `python -m minifamily.<step>` entry point.
 """
 from __future__ import annotations
 
-from components.families import Family, Metric, Stage
+from retrain.orchestration.families import Family, Metric, Stage
 
 PKG = "minifamily"
 

@@ -5,8 +5,8 @@ import json
 import sys
 from pathlib import Path
 
-from components.common.atomic import write_json
-from components.common.step import main
+from retrain.common.atomic import write_json
+from retrain.common.step import main
 
 
 @dataclasses.dataclass

@@ -5,8 +5,8 @@ import hashlib
 import sys
 from pathlib import Path
 
-from components.common.atomic import atomic_dir, write_json
-from components.common.step import main
+from retrain.common.atomic import atomic_dir, write_json
+from retrain.common.step import main
 from minifamily.validate import rows_of
 
 

@@ -5,7 +5,7 @@ import sys
 import time
 from pathlib import Path
 
-from components.common.step import main
+from retrain.common.step import main
 from minifamily.evaluate import predict
 
 

@@ -4,8 +4,8 @@ import json
 import sys
 from pathlib import Path
 
-from components.common.atomic import atomic_dir
-from components.common.step import main
+from retrain.common.atomic import atomic_dir
+from retrain.common.step import main
 
 
 @dataclasses.dataclass

@@ -4,9 +4,9 @@ import json
 import sys
 from pathlib import Path
 
-from components.common.atomic import atomic_dir, write_json
-from components.common.errors import ValidationFailed
-from components.common.step import main
+from retrain.common.atomic import atomic_dir, write_json
+from retrain.common.errors import ValidationFailed
+from retrain.common.step import main
 
 
 @dataclasses.dataclass

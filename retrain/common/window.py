@@ -1,0 +1,111 @@
+"""Which days of a training window may be trained on: bad data never trains a model.
+
+A run validates its own span; the older days of its window were validated by earlier runs,
+or never. The verdict is read from the validate step's lineage record, which the DAG
+factory writes for every family (`gate` and `override_reason` are always recorded), so no
+family's report format matters here. A day is used only if its latest validation passed. A quarantined day, a day
+whose failed validation was overridden for another run only, or a day that fails when it
+is validated now (days never validated, or validated before content digests were recorded,
+are validated by this run) is left out, with the
+reason, unless the run's override names it. The run's summary and lineage list both sets.
+
+Stdlib only: the DAG factory calls it inside the preprocess task.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+from retrain.common.quarantine import marker_path
+from retrain.common import paths
+
+VALIDATION_RECORD = "lineage/validate.json"
+
+
+def latest_validation(history_root: str | os.PathLike, day: str) -> dict | None:
+    """The newest validation verdict of `day` by any run: {"gate", "override_reason",
+    "content", "run_id"} (None: no run let it through; a failed validation leaves no record)."""
+    found = []
+    for path in Path(paths.partition(history_root, day)).glob(f"*/{VALIDATION_RECORD}"):
+        try:
+            rec = json.loads(path.read_text())
+            found.append((path.stat().st_mtime_ns, {
+                **{k: rec["figures"].get(k) for k in ("gate", "override_reason", "content")},
+                "run_id": (rec.get("recorded_by") or rec.get("producer") or {}).get("run_id")}))
+        except (OSError, ValueError, KeyError, AttributeError):
+            continue            # a half-visible or broken record is no evidence of a pass
+    return max(found, key=lambda x: x[0])[1] if found else None
+
+
+def screen(days: list[str], span: str, *, history_root: str, quarantine_dir: str,
+           include: list[str] | None = None,
+           validate_day: Callable[[str], bool] | None = None,
+           raw_root: str | None = None) -> dict:
+    """{"used": [...], "left_out": [{"span", "reason"}], "included_by_override": [...]}.
+
+    `span` is validated by this run (its gate let it through, or the run would have
+    stopped); `include` names days trained on whatever their validation said;
+    `validate_day(day) -> passed` validates a day no run has validated yet. With a local
+    `raw_root`, a day never delivered (no `dt=D/_SUCCESS`: before the log began, or a
+    gap) is left out as such instead of failing the run on it."""
+    include = set(include or ())
+    used, left_out, forced = [], [], []
+    for day in days:
+        if day == span:
+            used.append(day)
+            continue
+        missing = _not_delivered(raw_root, day)
+        if missing:
+            left_out.append({"span": day, "reason": missing})
+            continue
+        reason = _reason_to_leave_out(day, history_root, quarantine_dir, validate_day)
+        if reason is None:
+            used.append(day)
+        elif day in include:
+            used.append(day)
+            forced.append({"span": day, "reason": reason})
+        else:
+            left_out.append({"span": day, "reason": reason})
+    return {"used": used, "left_out": left_out, "included_by_override": forced}
+
+
+def _not_delivered(raw_root: str | None, day: str) -> str | None:
+    if not raw_root or "://" in raw_root:   # a remote root: the job checks it
+        return None
+    marker = os.path.join(paths.partition(raw_root, day), "_SUCCESS")
+    return None if os.path.exists(marker) else f"not delivered: no {marker}"
+
+
+def _reason_to_leave_out(day: str, history_root: str, quarantine_dir: str,
+                         validate_day: Callable[[str], bool] | None) -> str | None:
+    marker = marker_path(quarantine_dir, paths.partition_name(day))
+    if marker.exists():
+        try:
+            info = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            info = {}
+        return (f"quarantined: failed validation in run {info.get('run_id')} "
+                f"({'; '.join(info.get('failed') or []) or 'see ' + str(marker)})")
+    last = latest_validation(history_root, day)
+    if last is None:
+        if validate_day is None:
+            return "never validated"
+        return None if validate_day(day) else "failed validation in this run (quarantined)"
+    gate = last.get("gate")
+    if gate == "passed" and not last.get("content") and validate_day is not None:
+        # Validated before content digests were recorded: nothing binds those bytes to
+        # the verdict, so validate them again (which records the digest).
+        return None if validate_day(day) else "failed validation in this run (quarantined)"
+    if gate == "passed":
+        return None
+    if gate == "overridden":
+        return (f"failed validation; its gate was overridden for run {last.get('run_id')} "
+                f"only ({last.get('override_reason')!r})")
+    return f"its last validation ended {gate!r}"
+
+
+def left_out_spans(upstream: dict) -> list[str]:
+    """For spec builders: the days of the window the preprocessing job must skip."""
+    return [item["span"] for item in (upstream.get("window") or {}).get("left_out", [])]

@@ -1,0 +1,146 @@
+"""The run views behind the Airflow UI's "Retrain" tab (retrain.orchestration.airflow_plugin), a
+FastAPI app the API server mounts at /retrain, behind Airflow's own login and DAG
+permissions:
+
+- /retrain/runs/{dag_id}/{run_id}: the run's span, window, validation gate, verdict,
+  published version, and links to the files below (the tab shows this page);
+- /retrain/runs/{dag_id}/{run_id}/files/{path}: a file of that run's folder (the
+  evaluation report, the Data Docs), read by the API server from RETRAIN_HOME, never a
+  path of the server's disk that the browser names;
+- /retrain/lineage/{model}/{version}: `retrain lineage MODEL --version N` as a page.
+
+Stdlib + FastAPI + the light registry and lineage modules: the API server must not load
+TensorFlow or Beam.
+"""
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+from airflow.api_fastapi.core_api.security import requires_access_dag
+from fastapi import Depends, FastAPI, HTTPException
+from fastapi.responses import FileResponse, HTMLResponse
+
+from retrain.common import paths
+from retrain.orchestration.families import FAMILIES
+from retrain.orchestration.ui_routes import PREFIX
+from retrain.orchestration.dag_defaults import home
+
+app = FastAPI(title="retrain run views", docs_url=None, redoc_url=None, openapi_url=None)
+
+
+# Airflow's own check: the logged-in user (the UI's session cookie or a bearer token) may
+# read the runs of the path's dag_id (any DAG's, where the path names none).
+can_read_runs = requires_access_dag("GET", DagAccessEntity.RUN)
+READ = [Depends(can_read_runs)]
+
+
+def _run_folder(dag_id: str, run_id: str) -> Path:
+    """The run's artifact folder: runs/<family>/dt=<span>/<run id>, found by run id. A run
+    also writes under older days of its window (their validation), so its own span is the
+    latest day with a folder of that run id."""
+    family = next((f.name for f in FAMILIES.values() if f.dag_id == dag_id), None)
+    if family is None:
+        raise HTTPException(404, f"{dag_id} is not a retrain DAG")
+    found = [p for p in (home() / "runs" / family).glob(f"dt=*/{paths.safe_run_id(run_id)}")
+             if p.is_dir()]
+    if not found:
+        raise HTTPException(404, f"no artifacts for run {run_id} of {dag_id} yet under "
+                                 f"{home() / 'runs'} (the run has not written any)")
+    return max(found, key=lambda p: p.parent.name)
+
+
+def _summary(folder: Path) -> dict:
+    try:
+        return json.loads((folder / "run_summary.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def _link(href: str, text: str) -> str:
+    return f'<a href="{html.escape(href)}">{html.escape(text)}</a>'
+
+
+def run_page(dag_id: str, run_id: str, folder: Path) -> str:
+    """The run at a glance, from its run_summary.json (written by push) and its folder."""
+    s = _summary(folder)
+    base = f"{PREFIX}/runs/{dag_id}/{run_id}/files"
+    rows: list[tuple[str, str]] = [("run", html.escape(run_id)),
+                                   ("span", html.escape(s.get("span") or
+                                                        folder.parent.name[3:]))]
+    pre = s.get("preprocess") or {}
+    if pre:
+        screen = pre.get("window_screen") or {}
+        used = screen.get("used") or [pre.get("span")]
+        left_out = screen.get("left_out") or []
+        rows.append(("window", html.escape(
+            f"{len(used)} day(s): {', '.join(map(str, used))}"
+            + (f"; left out: {', '.join(i['span'] + ' (' + i['reason'] + ')' for i in left_out)}"
+               if left_out else ""))))
+    val = s.get("validation") or {}
+    if val:
+        rows.append(("validation", html.escape(
+            f"{val.get('gate')}: {val.get('n_failed', 0)} failed of "
+            f"{val.get('n_expectations')} expectations")))
+    ev = s.get("evaluation") or {}
+    if ev:
+        reasons = "".join(f"<li>{html.escape(r)}</li>" for r in ev.get("reasons") or [])
+        rows.append(("verdict", ("blessed" if ev.get("blessed") else "not blessed")
+                     + f"<ul>{reasons}</ul>"))
+    published = s.get("published")
+    model = folder.parents[1].name          # runs/<family>/dt=<span>/<run id>
+    if s:
+        rows.append(("published", (_link(f"{PREFIX}/lineage/{model}/{published['version']}",
+                                         f"{model} version {published['version']} (lineage)")
+                                   if published else
+                                   "nothing (shadow run)" if s.get("shadow")
+                                   else "nothing (not blessed)")))
+    else:
+        rows.append(("status", "no run_summary.json yet: the run has not reached push, "
+                               "or failed before it (see the task logs)"))
+    links = [(rel, text) for rel, text in (("evaluation/report.html", "Evaluation report"),
+                                           ("validation/data_docs/index.html", "Data Docs"))
+             if (folder / rel).is_file()]
+    rows.append(("reports", " · ".join(_link(f"{base}/{rel}", text) for rel, text in links)
+                 or "none yet"))
+    body = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
+    return _page(f"{html.escape(dag_id)}: {html.escape(run_id)}", f"<table>{body}</table>")
+
+
+def _page(title: str, body: str) -> str:
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>" + title + "</title>"
+            "<style>body{font-family:sans-serif;margin:1.5em}th{text-align:left;"
+            "padding:.3em 1em .3em 0;vertical-align:top}td{padding:.3em 0}"
+            "pre{font-size:13px}</style></head><body><h2>" + title + "</h2>" + body
+            + "</body></html>")
+
+
+@app.get("/runs/{dag_id}/{run_id}", response_class=HTMLResponse,
+         dependencies=READ)
+def run_view(dag_id: str, run_id: str) -> str:
+    return run_page(dag_id, run_id, _run_folder(dag_id, run_id))
+
+
+@app.get("/runs/{dag_id}/{run_id}/files/{rel:path}", dependencies=READ)
+def run_file(dag_id: str, run_id: str, rel: str) -> FileResponse:
+    folder = _run_folder(dag_id, run_id).resolve()
+    target = (folder / rel).resolve()
+    if not target.is_relative_to(folder) or not target.is_file():
+        raise HTTPException(404, f"{rel}: no such file in the run's folder")
+    return FileResponse(target)
+
+
+@app.get("/lineage/{model}/{version}", response_class=HTMLResponse,
+         dependencies=READ)
+def lineage_view(model: str, version: int) -> str:
+    from retrain.common.registry import Registry
+    from retrain.orchestration import lineage_query as lineage
+
+    try:
+        text = lineage.render(lineage.chain(Registry(home() / "registry"), model, version))
+    except (KeyError, ValueError, FileNotFoundError) as e:
+        raise HTTPException(404, str(e)) from None
+    return _page(f"lineage of {html.escape(model)} v{version}",
+                 f"<pre>{html.escape(text)}</pre>")

@@ -1,0 +1,406 @@
+"""One DAG factory for every model family: resolve the span -> wait for its `_SUCCESS`
+marker -> validate -> preprocess -> train -> evaluate -> push.
+
+Every stage runs through the same tracked launcher (`retrain.orchestration.lineage.run_tracked`:
+a child process, a lineage record, reuse of a finished artifact with the same
+fingerprint), so every family gets the same sensor, pools, quarantine and override, typed
+bad-data failures (not retried), shadow backfills and publishing. What differs between
+families is in their descriptor (`retrain.orchestration.families`): the step modules, the spec
+builders, the extra params, the pools and the headline metrics.
+
+Thin on purpose: airflow.sdk + stdlib + the descriptor at import; a family's steps and
+builders are imported inside the tasks, so DAG parsing stays cheap.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+from typing import Callable
+
+from airflow.sdk import Asset, Param, dag, task
+from airflow.sdk.exceptions import AirflowFailException
+
+from retrain.orchestration.families import Family, resolve
+from retrain.orchestration.dag_defaults import (daily as _daily, home as _home, publish_or_skip,
+                                  publish_params, span_params)
+
+def span_poke_seconds() -> float:
+    """Seconds between two looks for the span's _SUCCESS marker (reschedule mode: no
+    worker slot is held in between). Read from the environment when the DAG is built,
+    not when this module is first imported, so each parse sees the current setting
+    (tests poke every second; an import-time constant kept the first value: 300 s)."""
+    return float(os.environ.get("RETRAIN_SPAN_POKE_SECONDS", "300"))
+
+
+def family_params(family: Family) -> dict[str, Param]:
+    """The params every family has, then the family's own (from its descriptor)."""
+    params = {
+        **span_params(family.name, "Days of data read, ending at the span.",
+                      "Share of the data held out for evaluation (stable hash)."),
+        **publish_params(),
+        "override_validation_reason": Param(
+            None, type=["null", "string"], minLength=1,
+            description="Let a span that fails data validation through anyway; the reason "
+                        "and the failed rules are recorded in the run's validation.json "
+                        "and run_summary.json. Empty: failed validation stops the run."),
+        "override_validation_rules": Param(
+            None, type=["null", "array"], items={"type": "string"},
+            description="With override_validation_reason: the rule ids it lets through "
+                        "(as the validation report names them, e.g. click_rate); any other "
+                        "failed rule still stops the run. Empty: every failed rule."),
+        "include_spans": Param(
+            None, type=["null", "array"], items={"type": "string", "format": "date"},
+            description="Older days of the window to train on although their validation "
+                        "failed, was overridden for another run only, or is quarantined "
+                        "(recorded with override_validation_reason). Empty: such days are "
+                        "left out of the window, and the run's summary says why."),
+        "span_timeout_minutes": Param(
+            720, type="number", minimum=0,
+            description="How long to wait for the span's _SUCCESS marker before failing."),
+        # The user's data: where it is and what it holds. Deployment defaults come from the
+        # environment; a run may override.
+        "raw_root": Param(os.environ.get(family.raw_root_env) or None,
+                          type=["null", "string"],
+                          description="Folder holding the dt=YYYY-MM-DD partitions. "
+                                      f"Empty: <RETRAIN_HOME>/raw/{family.name}."),
+        family.config_param: Param(os.environ.get(family.config_env) or None,
+                                   type=["null", "string"], description=family.config_help),
+    }
+    for name, schema in family.params.items():
+        schema = dict(schema)
+        params[name] = Param(schema.pop("default"), **schema)
+    return params
+
+
+def make_dag(family: Family):
+    """The family's `@dag` function; calling it builds the DAG (as the DAG file does)."""
+    model_asset = Asset(name=family.model_asset, uri=f"file:///retrain/registry/{family.name}")
+    # Lineage in the UI: each validated raw partition and each transformed window is an
+    # asset event (span and fingerprint in its extra), next to the model's.
+    raw_asset = Asset(name=f"{family.name}_raw_logs", uri=f"file:///retrain/raw/{family.name}")
+    examples_asset = Asset(name=f"{family.name}_transformed_examples",
+                           uri=f"file:///retrain/transformed/{family.name}")
+    stages = family.stages
+
+    @dag(dag_id=family.dag_id, **_daily(), tags=list(family.tags), doc_md=family.doc,
+         params=family_params(family))
+    def daily():
+        @task
+        def resolve_span(params=None, logical_date=None, dag_run=None, run_id=None) -> dict:
+            """Pin the span and the run's artifact folder once; every later task reads them."""
+            from retrain.common import paths, run_inputs
+            from retrain.common.spans import derive_span, is_shadow
+
+            span = derive_span(params.get("span"), logical_date,
+                               getattr(dag_run, "run_after", None))
+            home = _home()
+            config = params.get(family.config_param) or ""
+            problems = run_inputs.check(span, raw_root=params.get("raw_root"), config=config,
+                                        config_param=family.config_param)
+            if config and not problems:
+                try:   # a broken config fails now, not after the sensor's wait
+                    resolve(family.config_loader)(str(Path(config).resolve()))
+                except Exception as e:  # noqa: BLE001 - the loader names every problem
+                    problems.append(f"{family.config_param} {config}: {e}")
+            if problems:
+                raise AirflowFailException("refusing the run: " + "; ".join(problems))
+            raw_root = params.get("raw_root") or str(home / "raw" / family.name)
+            return {"family": family.name, "span": span.isoformat(), "home": str(home),
+                    "run_id": run_id, "raw_root": raw_root,
+                    "span_dir": paths.partition(raw_root, span),
+                    "config": config and str(Path(config).resolve()),
+                    "quarantine_dir": f"{home}/quarantine/{family.name}",
+                    "run_dir": str(paths.run_dir(home, family.name, span, run_id)),
+                    "shadow": is_shadow(params.get("shadow"),
+                                        getattr(dag_run, "run_type", None))}
+
+        @task.sensor(mode="reschedule", poke_interval=span_poke_seconds(),
+                     timeout=dt.timedelta(days=7))
+        def wait_for_span(ctx: dict, params=None, ti=None, **context) -> bool:
+            """Wait (holding no worker slot) for the producer's _SUCCESS marker of the span.
+            The timeout is the `span_timeout_minutes` param (AirflowSensorTimeout: no retry)."""
+            import logging
+
+            from airflow.sdk import timezone
+            from airflow.sdk.exceptions import AirflowSensorTimeout
+
+            marker = Path(ctx["span_dir"]) / "_SUCCESS"
+            if marker.exists():
+                return True
+            first = ti.get_first_reschedule_date(context) or timezone.utcnow()
+            waited = (timezone.utcnow() - first).total_seconds()
+            limit = float(params["span_timeout_minutes"]) * 60
+            if waited >= limit:
+                raise AirflowSensorTimeout(
+                    f"span {ctx['span']} not delivered: no {marker} after waiting "
+                    f"{waited / 60:.1f} min (span_timeout_minutes="
+                    f"{params['span_timeout_minutes']}). Check the upstream export of that "
+                    "day, then clear this task to wait again.")
+            logging.getLogger("retrain.dag").info(
+                "waiting for %s (%.1f of %s min waited)", marker, waited / 60,
+                params["span_timeout_minutes"])
+            return False
+
+        def run_stage(name: str, ctx: dict, params: dict, upstream: dict,
+                      inputs: list[dict], spec: dict | None = None,
+                      extra_figures: dict | None = None,
+                      after: Callable[[], object] | None = None) -> dict:
+            """`after()`: a hand-off check run once the step has finished and before its
+            artifact is recorded (a BadData from it fails the task without retry)."""
+            from retrain.common import results
+            from retrain.common.errors import BadData
+            from retrain.common.errors import BadDataFailed
+            from retrain.orchestration.lineage import run_tracked
+
+            def check(r: dict) -> None:
+                results.read(name, r, stage.module)
+                if after is not None:
+                    after()
+
+            stage = stages[name]
+            if spec is None:
+                spec = resolve(stage.build)(ctx, params, upstream)
+            try:
+                result = run_tracked(name, stage.module, spec, home=ctx["home"],
+                                     family=family.name, run_dir=ctx["run_dir"],
+                                     inputs=inputs, uri_key=results.URI_FIELD[name],
+                                     artifact_type=stage.artifact_type,
+                                     figures=(*stage.figures,
+                                              *results.RECORDED.get(name, ())),
+                                     reuse=stage.reuse,
+                                     check=check, extra_figures=extra_figures)
+            except (BadDataFailed, BadData, results.ContractError) as e:   # a retry cannot help
+                raise AirflowFailException(str(e)) from None
+            return result
+
+        def published(ctx: dict) -> tuple[str | None, list[dict]]:
+            """The serving model's folder and its lineage reference (none yet: None, [])."""
+            from retrain.common.registry import Registry
+
+            registry = Registry(Path(ctx["home"]) / "registry")
+            current = registry.current(family.name)
+            if not current:
+                return None, []
+            path = str(registry.model_path(family.name, current["version"]))
+            return path, [{"name": f"{family.name}-v{current['version']}",
+                           "type": "published_model", "uri": path,
+                           "fingerprint": current.get("fingerprint") or path,
+                           "version": current["version"]}]
+
+        def validated_content(ctx: dict, day: str, day_dir: str, raw: dict) -> dict:
+            """run_stage arguments that bind a validation to the bytes it read: the digest
+            taken before the step is recorded with the verdict, and checked again after it
+            (a partition rewritten while it was being validated is refused)."""
+            from retrain.orchestration import custody
+
+            return {"extra_figures": {"content": raw["content"]},
+                    "after": lambda: custody.verify(
+                        day, day_dir, raw["content"], stage="validate",
+                        quarantine_dir=ctx["quarantine_dir"], run_id=ctx["run_id"])}
+
+        def verify_window(ctx: dict, days: list[str], stage: str,
+                          unchecked: tuple[str, ...] = ()) -> list[dict]:
+            """Each day's raw partition against the digest its validation recorded (the
+            span: this run's validation); returns their lineage references. Days in
+            `unchecked` (trained on by a recorded override) are referenced, not checked."""
+            from retrain.common import paths
+            from retrain.orchestration import custody
+            from retrain.orchestration.lineage import raw_span_ref
+
+            refs = []
+            for day in days:
+                day_dir = paths.partition(ctx["raw_root"], day)
+                if not Path(day_dir).is_dir():
+                    continue
+                ref = raw_span_ref(day_dir)
+                if day not in unchecked:
+                    expected = custody.validated(
+                        f"{ctx['home']}/runs/{family.name}", day,
+                        run_dir=ctx["run_dir"] if day == ctx["span"] else None)
+                    try:
+                        custody.verify(day, day_dir, expected, stage=stage,
+                                       quarantine_dir=ctx["quarantine_dir"],
+                                       run_id=ctx["run_id"], actual=ref["content"])
+                    except custody.ContentChanged as e:
+                        raise AirflowFailException(str(e)) from None
+                refs.append(ref)
+            return refs
+
+        @task(task_id=family.task_id("validate"), pool=stages["validate"].pool,
+              outlets=[raw_asset])
+        def validate(ctx: dict, params=None, outlet_events=None) -> dict:
+            """The family's validation suite; a failed gate quarantines the span and fails
+            the task without retry (an override param lets it through, recorded)."""
+            import logging
+
+            from retrain.orchestration.lineage import config_refs, raw_span_ref
+
+            # Never reused: the verdict also depends on the history of earlier spans.
+            config = config_refs(ctx["config"], family.config_param)
+            raw = raw_span_ref(ctx["span_dir"])
+            result = run_stage("validate", ctx, params, {}, [raw, *config],
+                               **validated_content(ctx, ctx["span"], ctx["span_dir"], raw))
+            outlet_events[raw_asset].extra = {
+                "span": ctx["span"], "uri": raw["uri"], "fingerprint": raw["fingerprint"],
+                "gate": result.get("gate"), "rows": result.get("rows"), "run_id": ctx["run_id"]}
+            if result.get("gate") == "overridden":
+                logging.getLogger("retrain.dag").warning(
+                    "validation failed %s error rule(s) and was overridden: %s",
+                    result["n_failed"], result["override_reason"])
+            return result
+
+        def validate_day(ctx: dict, params: dict, day: str) -> bool:
+            """Validate an older day of the window that no run has validated yet (its report
+            and lineage go to that day's folder under this run's id); False: bad data."""
+            from retrain.common import paths
+            from retrain.orchestration.lineage import config_refs, raw_span_ref
+
+            day_ctx = {**ctx, "span": day, "span_dir": paths.partition(ctx["raw_root"], day),
+                       "run_dir": str(paths.run_dir(ctx["home"], family.name,
+                                                    dt.date.fromisoformat(day),
+                                                    ctx["run_id"]))}
+            raw = raw_span_ref(day_ctx["span_dir"])
+            try:
+                run_stage("validate", day_ctx, {**params, "override_validation_reason": None},
+                          {}, [raw, *config_refs(ctx["config"], family.config_param)],
+                          **validated_content(ctx, day, day_ctx["span_dir"], raw))
+            except AirflowFailException:
+                return False
+            return True
+
+        def screen_window(ctx: dict, params: dict) -> dict:
+            """The window's days that may be trained on, and the others with reasons
+            (retrain.common.window); logged, since a shorter window changes the model."""
+            import logging
+
+            from retrain.common import window
+            from retrain.common.spans import window as days_of
+
+            days = [d.isoformat() for d in days_of(dt.date.fromisoformat(ctx["span"]),
+                                                   params["window_days"])]
+            screened = window.screen(
+                days, ctx["span"], history_root=f"{ctx['home']}/runs/{family.name}",
+                quarantine_dir=ctx["quarantine_dir"], include=params.get("include_spans"),
+                validate_day=lambda day: validate_day(ctx, params, day),
+                raw_root=ctx["raw_root"])
+            if screened["included_by_override"] and not params.get("override_validation_reason"):
+                raise AirflowFailException(
+                    "include_spans names days that did not pass validation "
+                    f"({[i['span'] for i in screened['included_by_override']]}): say why in "
+                    "override_validation_reason")
+            log = logging.getLogger("retrain.dag")
+            for item in screened["left_out"]:
+                log.warning("left out of the window: %s (%s)", item["span"], item["reason"])
+            for item in screened["included_by_override"]:
+                log.warning("in the window by override: %s although %s (%s)", item["span"],
+                            item["reason"], params.get("override_validation_reason"))
+            return screened
+
+        @task(task_id=family.task_id("preprocess"), pool=stages["preprocess"].pool,
+              outlets=[examples_asset])
+        def preprocess(ctx: dict, validation: dict, params=None, outlet_events=None) -> dict:
+            """Beam over the window's days that passed validation (bad data never trains a
+            model); reused when inputs, code and params match."""
+            from retrain.orchestration.lineage import config_refs
+
+            screened = screen_window(ctx, params)
+            spec = resolve(stages["preprocess"].build)(
+                ctx, params, {"validate": validation, "window": screened})
+            if screened["left_out"] and "exclude_spans" not in spec:
+                raise AirflowFailException(
+                    f"family {family.name}: its preprocess spec has no exclude_spans, so it "
+                    f"cannot leave out {[i['span'] for i in screened['left_out']]}")
+            overridden = tuple(i["span"] for i in screened["included_by_override"])
+            inputs = verify_window(ctx, screened["used"], "preprocess", overridden)
+            result = run_stage("preprocess", ctx, params, {}, [
+                *inputs, *config_refs(ctx["config"], family.config_param)], spec=spec,
+                extra_figures={"window_used": screened["used"],
+                               "window_left_out": screened["left_out"],
+                               "window_included_by_override":
+                                   screened["included_by_override"]},
+                # the bytes the job read are still the validated ones when it ends
+                after=lambda: verify_window(ctx, screened["used"], "preprocess", overridden))
+            outlet_events[examples_asset].extra = {
+                "span": ctx["span"], "window": screened["used"],
+                "uri": result["artifact"]["uri"], "fingerprint": result["artifact"]["fingerprint"],
+                "reused_from": result.get("reused_from"), "run_id": ctx["run_id"]}
+            return {**result, "window_screen": screened}
+
+        def check_examples_custody(ctx: dict, preprocessed: dict) -> None:
+            """The examples were made from the validated bytes of every window day: the
+            digests preprocess recorded for its raw inputs are those validation recorded."""
+            from retrain.orchestration import custody
+            from retrain.orchestration.lineage import read_records
+
+            rec = read_records(ctx["run_dir"]).get("preprocess") or {}
+            overridden = {i["span"] for i in
+                          (preprocessed.get("window_screen") or {}).get("included_by_override", [])}
+            for ref in rec.get("inputs", []):
+                if ref.get("type") != "raw_span" or ref["name"].removeprefix("dt=") in overridden:
+                    continue
+                day = ref["name"].removeprefix("dt=")
+                expected = custody.validated(
+                    f"{ctx['home']}/runs/{family.name}", day,
+                    run_dir=ctx["run_dir"] if day == ctx["span"] else None)
+                if expected is None or expected["digest"] != ref["fingerprint"]:
+                    raise AirflowFailException(
+                        f"train: refusing the examples of {rec.get('uri')}: they were made "
+                        f"from day {day} with content digest {ref['fingerprint']}, but its "
+                        f"validation recorded {expected and expected['digest']}")
+
+        @task(task_id=family.task_id("train"), pool=stages["train"].pool,
+              inlets=[examples_asset])
+        def train(ctx: dict, preprocessed: dict, params=None) -> dict:
+            """Train (or fine-tune) on the preprocessed window; a retry resumes from its
+            checkpoints where the trainer keeps them. Reused when inputs, code and params
+            match."""
+            check_examples_custody(ctx, preprocessed)
+            path, refs = published(ctx) if family.warm_start else (None, [])
+            upstream = {"preprocess": preprocessed, "published": path}
+            spec = resolve(stages["train"].build)(ctx, params, upstream)
+            reads_published = path is not None and path in spec.values()
+            return run_stage("train", ctx, params, upstream,
+                             [preprocessed["artifact"], *(refs if reads_published else [])],
+                             spec=spec)
+
+        @task(task_id=family.task_id("evaluate"), pool=stages["evaluate"].pool)
+        def evaluate(ctx: dict, preprocessed: dict, trained: dict, params=None) -> dict:
+            """Candidate against the published model on the same held-out rows; the gate's
+            verdict is always recomputed (it depends on what is published now)."""
+            path, refs = published(ctx)
+            if family.evaluate_reads == "raw_span":   # the window's held-out raw rows
+                screened = preprocessed.get("window_screen") or {}
+                data = verify_window(ctx, screened.get("used") or [ctx["span"]], "evaluate",
+                                     tuple(i["span"] for i in
+                                           screened.get("included_by_override", [])))
+            else:
+                data = [preprocessed["artifact"]]
+            inputs = [*data, *([trained["artifact"]] if trained.get("artifact") else []), *refs]
+            result = run_stage("evaluate", ctx, params,
+                               {"preprocess": preprocessed, "train": trained,
+                                "published": path}, inputs)
+            result["baseline_version"] = refs[0]["version"] if refs else None
+            return result
+
+        @task(outlets=[model_asset])
+        def push(ctx: dict, validation: dict, preprocessed: dict, trained: dict,
+                 evaluation: dict, outlet_events=None, dag_run=None) -> dict:
+            """Publish a blessed candidate; a rejected one is recorded and left unpublished."""
+            return publish_or_skip(
+                family.name, model_asset, ctx, dag_run=dag_run, outlet_events=outlet_events,
+                evaluation=evaluation, validation=validation, preprocessed=preprocessed,
+                trained=trained, serving_check_module=family.serving_check,
+                headline=tuple(m.name for m in family.headline),
+                extra_metadata={k: trained.get(v) for k, v in family.registry_extra.items()})
+
+        ctx = resolve_span()
+        checked = validate(ctx)
+        wait_for_span(ctx) >> checked
+        pre = preprocess(ctx, checked)
+        model = train(ctx, pre)
+        evaluation = evaluate(ctx, pre, model)
+        push(ctx, checked, pre, model, evaluation)
+
+    daily.__name__ = family.dag_id
+    return daily

@@ -1,0 +1,171 @@
+"""The embedded default: a week of synthetic logs, two daily runs of the real DAG.
+
+`make demo` (or `retrain demo`) generates seven days of click logs under RETRAIN_HOME,
+starts Airflow as `make ui` does (retrain.orchestration.local_airflow: API server, scheduler and
+dag-processor on 127.0.0.1, the project-local metadata DB), triggers `ctr_daily_retrain`
+for two consecutive logical dates, follows each run's tasks, and prints what a person
+wants to know: rows validated and processed, the model's metrics next to the
+Bayes-optimal ones, whether it was blessed and why, and the registry version. They are
+ordinary Airflow runs: `make ui` shows them afterwards, every task with its log and real
+durations. Safe to run again on the same checkout: existing days are reused and every run
+gets its own run id and artifact folder.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from retrain.common.paths import artifact_root, registry_root, run_dir
+from retrain.orchestration.launch import step_python
+from retrain.orchestration.local_airflow import LocalAirflow
+
+DAG_ID = "ctr_daily_retrain"
+MODEL = "ctr"
+
+
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser(
+        "demo", help="generate a week of logs and run the daily DAG for two days",
+        description=__doc__.split("\n\n")[1].replace("\n", " "))
+    p.add_argument("--start", default="2026-11-01", help="first generated day (default 2026-11-01)")
+    p.add_argument("--days", type=int, default=7, help="days of logs to generate (default 7)")
+    p.add_argument("--rows-per-day", type=int, default=50_000, help="impressions per day (default 50000)")
+    p.add_argument("--runs", type=int, default=2,
+                   help="consecutive daily runs, ending with the last generated day (default 2)")
+    p.add_argument("--window-days", type=int, default=3,
+                   help="days of logs each run analyses and trains on (default 3)")
+    p.add_argument("--home", default=None, help="artifact root (default: $RETRAIN_HOME or ./var)")
+    p.set_defaults(func=_cli)
+
+
+def _cli(args: argparse.Namespace) -> int:
+    return run_demo(dt.date.fromisoformat(args.start), args.days, args.rows_per_day,
+                    args.runs, artifact_root(args.home), args.window_days)
+
+
+def run_demo(start: dt.date, days: int, rows_per_day: int, runs: int, home: Path,
+             window_days: int = 3) -> int:
+    if runs < 1 or window_days < 1 or days < runs + window_days - 1:
+        raise ValueError(f"{runs} daily runs over {window_days}-day windows need at least "
+                         f"{runs + window_days - 1} days of logs; --days is {days}")
+    os.environ["RETRAIN_HOME"] = str(home)
+    print(f"==> generating {days} days x {rows_per_day} rows under {home}/raw/ctr", flush=True)
+    # `retrain generate` in the ML environment (a step: this side of the boundary never
+    # imports step code); it prints the per-day table itself.
+    subprocess.run([step_python(), "-m", "retrain.cli", "generate", "--out-root", str(home),
+                    "--start", start.isoformat(), "--days", str(days),
+                    "--rows-per-day", str(rows_per_day)], check=True)
+    last = start + dt.timedelta(days=days - 1)
+    spans = [last - dt.timedelta(days=i) for i in range(runs - 1, -1, -1)]
+    summaries = []
+    with LocalAirflow(home, DAG_ID, home / "demo-logs") as airflow:
+        for span in spans:
+            logical = span + dt.timedelta(days=1)   # the DAG trains on the day before its run
+            summaries.append(run_dag(airflow, logical, span, home,
+                                     {"window_days": window_days}))
+    print(format_summary(summaries, home))
+    return 0 if all(s.get("ok") for s in summaries) else 1
+
+
+def run_dag(airflow: LocalAirflow, logical: dt.date, span: dt.date, home: Path,
+            conf: dict) -> dict:
+    """One triggered run, its tasks printed as they finish; returns its run summary (read
+    from its artifacts) and where its task logs are."""
+    def show(ti: dict) -> None:
+        took = f" in {ti['duration']:.0f} s" if ti.get("duration") else ""
+        print(f"    [{ti['task_id']}] {ti['state']}{took}", flush=True)
+
+    print(f"==> {DAG_ID}, logical date {logical} (span {span})", flush=True)
+    started = time.time()
+    run_id, state = airflow.run(logical.isoformat(), conf,
+                                f"retrain demo: span {span}", on_task=show)
+    summary = _latest_summary(home, span, since=started) or {}
+    logs = airflow.task_logs(run_id)
+    summary.update(ok=state == "success" and bool(summary), seconds=round(time.time() - started),
+                   log=str(logs), span=span.isoformat(), run_id=run_id)
+    if state != "success":
+        print(f"!!  run {run_id} ended {state}; task logs: {logs} (or `make ui`)", flush=True)
+    return summary
+
+
+def _latest_summary(home: Path, span: dt.date, since: float) -> dict | None:
+    base = run_dir(home, MODEL, span, "x").parent
+    found = [p for p in base.glob("*/run_summary.json") if p.stat().st_mtime >= since]
+    if not found:
+        return None
+    return json.loads(max(found, key=lambda p: p.stat().st_mtime).read_text())
+
+
+def _f(x, nd=4) -> str:
+    return "-" if x is None else f"{x:.{nd}f}"
+
+
+def _gate_line(ev: dict) -> str:
+    """The gate's reasons, with the per-slice lines folded into a count (they are many;
+    the report and eval.json have each of them)."""
+    reasons = ev.get("reasons") or []
+    slice_lines = [r for r in reasons if r.startswith("slice ")]
+    other = [r for r in reasons if not r.startswith(("slice ", "slices not guarded"))]
+    failed = [r for r in slice_lines if r.endswith(": fail")]
+    if slice_lines:
+        other.insert(-1, f"{len(slice_lines) - len(failed)}/{len(slice_lines)} slice guards "
+                         f"pass" + (f" (failed: {'; '.join(failed)})" if failed else ""))
+    return f"{ev['blessed']}: " + "; ".join(other)
+
+
+def format_summary(summaries: list[dict], home: Path) -> str:
+    from retrain.common.registry import Registry
+
+    lines = ["", "=" * 78, "retrain demo: ctr_daily_retrain", "=" * 78]
+    for s in summaries:
+        lines.append(f"span {s['span']}  ({s['seconds']}s, {'ok' if s['ok'] else 'FAILED'})")
+        if not s.get("evaluation"):
+            lines.append(f"  no run summary; task logs: {s['log']}")
+            continue
+        v, p, ev = s["validation"], s["preprocess"], s["evaluation"]
+        cand, base, bayes = ev["candidate"], ev.get("baseline"), ev.get("bayes_optimal") or {}
+        lines += [
+            f"  validated   {v.get('rows', '?'):>9,} rows of the span; "
+            f"{v.get('n_failed', 0)} failed expectations",
+            f"  processed   {p['rows_in']:>9,} rows over {len(p['window'])} days "
+            f"({p['rows_train']:,} train / {p['rows_eval']:,} eval, {p['rows_per_second']:,} rows/s)",
+            f"  {'':12}{'AUC':>8} {'log loss':>9}",
+            f"  {'candidate':12}{_f(cand['auc']):>8} {_f(cand['log_loss']):>9}",
+            f"  {'baseline':12}{_f(base and base['auc']):>8} {_f(base and base['log_loss']):>9}"
+            + ("" if base else "   (no published model yet)"),
+            f"  {'Bayes-opt.':12}{_f(bayes.get('auc')):>8} {_f(bayes.get('log_loss')):>9}"
+            + (f"   gap {bayes['auc'] - cand['auc']:+.4f} AUC" if bayes.get("auc") else ""),
+            f"  blessed     {_gate_line(ev)}",
+            f"  report      {ev.get('report_uri') or '-'}",
+            "  registry    " + (f"published as {MODEL} v{s['published']['version']}"
+                                 if s.get("published") else "not published"),
+        ]
+    registry = Registry(registry_root(home))
+    current = registry.current(MODEL) if MODEL in registry.models() else None
+    lines += ["", f"registry {registry_root(home)}: current {MODEL} version "
+                  f"{current['version'] if current else '-'}"
+                  f" ({len(registry.list_versions(MODEL)) if current else 0} versions);"
+                  f" inspect with: retrain registry list {MODEL}",
+              "Airflow UI: run `make ui`, then open http://127.0.0.1:8080 "
+              "(user and password are printed at start-up): these runs are there, "
+              "every task with its log",
+              "=" * 78]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="retrain-demo")
+    sub = parser.add_subparsers(dest="command")
+    add_cli(sub)
+    args = parser.parse_args(["demo", *(argv if argv is not None else sys.argv[1:])])
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

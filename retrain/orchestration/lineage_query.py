@@ -1,0 +1,153 @@
+"""`retrain lineage MODEL [--version N]`: from a published model back to the raw partitions.
+
+Answers "which data and which code made the model that is serving now?" from what the
+runs recorded: the registry version's metadata (a copy of its run's lineage records is
+kept there, so the chain survives clean-up of old run folders) and, failing that, the
+run folder's `lineage/*.json`. Each step of the chain shows its artifact, fingerprint,
+producer (dag, run, task, try), whether it was reused from an earlier run, and its key
+figures.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from retrain.orchestration import lineage
+
+from retrain.common import paths
+from retrain.common.registry import Registry
+
+
+def chain(registry: Registry, model: str, version: int | None = None) -> dict:
+    """The lineage tree of one registry version as nested dicts (`inputs` are children)."""
+    version = version if version is not None else registry.current_version(model)
+    if version is None:
+        raise ValueError(f"model {model!r} has no published version; pass --version N "
+                         f"(see `retrain registry list {model}`)")
+    meta = registry.get(model, version)
+    records = meta.get("lineage") or (
+        lineage.read_records(meta["run_dir"]) if meta.get("run_dir") else {})
+    by_fp = {r["fingerprint"]: r for r in records.values() if r.get("fingerprint")}
+    seen: set[str] = set()   # an artifact read by two steps is shown in full once
+    root_inputs = [records[n] for n in ("train", "evaluate", "validate") if n in records]
+    if not records:
+        root_inputs = [{"name": "model", "type": "model", "uri": meta.get("source_model_uri"),
+                        "note": "this version was published before lineage was recorded"}]
+    return {
+        "name": f"{model} v{version}", "type": "registered_model",
+        "uri": str(registry.model_path(model, version)),
+        "fingerprint": lineage.fingerprint([model, version, meta.get("fingerprint")]),
+        "stage": meta.get("stage"), "current": registry.current_version(model) == version,
+        "producer": {"dag_id": meta.get("dag_id"), "run_id": meta.get("run_id")},
+        "code_version": meta.get("code_version"), "data_span": meta.get("data_span"),
+        "figures": {k: meta.get("metrics", {}).get(k) for k in ("auc", "log_loss")
+                    if isinstance(meta.get("metrics"), dict)},
+        "inputs": [_expand(node, by_fp, seen) for node in root_inputs],
+    }
+
+
+def _expand(node: dict, by_fp: dict[str, dict], seen: set[str]) -> dict:
+    full = dict(by_fp.get(node.get("fingerprint"), node))
+    fp = full.get("fingerprint")
+    if fp in seen:  # a diamond (e.g. evaluation reads the model) is shown once in full
+        return {**{k: full.get(k) for k in ("name", "type", "uri", "fingerprint")},
+                "see_above": True, "inputs": []}
+    if fp:
+        seen.add(fp)
+    full["inputs"] = [_expand(i, by_fp, seen) for i in full.get("inputs", [])]
+    return full
+
+
+def render(tree: dict) -> str:
+    lines: list[str] = []
+    head = f"{tree['name']}  [{tree.get('stage')}{', serving' if tree.get('current') else ''}]"
+    lines += [head, f"  registry  {tree['uri']}",
+              f"  made by   {_who(tree.get('producer') or {})}",
+              f"  code      {tree.get('code_version')}",
+              f"  span      {tree.get('data_span')}"]
+    if tree.get("figures"):
+        lines.append(f"  metrics   {_figures(tree['figures'])}")
+    children = tree.get("inputs", [])
+    for i, child in enumerate(children):
+        _render_node(child, "", i == len(children) - 1, lines)
+    return "\n".join(lines)
+
+
+def _render_node(node: dict, prefix: str, last: bool, lines: list[str]) -> None:
+    branch, cont = ("└─ ", "   ") if last else ("├─ ", "│  ")
+    fp = node.get("fingerprint")
+    title = f"{node.get('type')} {node.get('name')}" + (f"  fp={fp}" if fp else "")
+    lines.append(prefix + branch + title)
+    inner = prefix + cont
+    lines.append(f"{inner}  {_short_uri(node.get('uri'))}")
+    if node.get("see_above"):
+        lines.append(f"{inner}  (shown above)")
+        return
+    if node.get("producer"):
+        made = _who(node["producer"])
+        if node.get("reused"):
+            made += f"; reused by {_who(node.get('recorded_by') or {})}"
+        lines.append(f"{inner}  made by {made}")
+    if node.get("code_version"):
+        lines.append(f"{inner}  code {node['code_version']}")
+    if node.get("figures"):
+        lines.append(f"{inner}  {_figures(node['figures'])}")
+    if node.get("note"):
+        lines.append(f"{inner}  {node['note']}")
+    children = node.get("inputs", [])
+    for i, child in enumerate(children):
+        _render_node(child, inner, i == len(children) - 1, lines)
+
+
+def _who(prod: dict) -> str:
+    if not prod.get("run_id"):
+        return f"local run ({prod.get('user') or 'unknown user'})"
+    text = f"{prod.get('dag_id')} / {prod.get('run_id')}"
+    if prod.get("task_id"):
+        text += f" / {prod['task_id']} try {prod.get('try')}"
+    return text
+
+
+def _short_uri(uri: Any) -> str:
+    return str(uri).removeprefix("file://") if uri else "-"
+
+
+def _figures(figures: dict) -> str:
+    parts = []
+    for key, value in figures.items():
+        if isinstance(value, float):
+            value = f"{value:.4f}"
+        elif isinstance(value, dict):
+            value = "{" + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                                    for k, v in value.items()) + "}"
+        elif isinstance(value, list) and len(value) > 3:
+            value = f"{value[0]}..{value[-1]} ({len(value)})"
+        parts.append(f"{key} {value}")
+    return ", ".join(parts)
+
+
+def add_cli(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "lineage", help="trace a published model back to its raw data, runs and code",
+        description="Print the chain from a registry version (default: the one serving) "
+                    "back to the raw log partitions: every artifact with its fingerprint, "
+                    "the Airflow run/task/try that made it, reuse of earlier artifacts, "
+                    "key figures and the code version.")
+    parser.add_argument("model", metavar="MODEL", help="model name, e.g. ctr")
+    parser.add_argument("--version", type=int, default=None, metavar="N",
+                        help="registry version (default: the published one)")
+    parser.add_argument("--json", action="store_true", help="print the chain as JSON")
+    parser.add_argument("--root", default=None,
+                        help="registry root (default: $RETRAIN_HOME/registry or ./var/registry)")
+    parser.set_defaults(func=_cmd)
+
+
+def _cmd(args) -> int:
+    registry = Registry(args.root or paths.registry_root(paths.artifact_root()))
+    if not Path(registry.root, args.model).is_dir():
+        raise ValueError(f"no model {args.model!r} in registry {registry.root}")
+    tree = chain(registry, args.model, args.version)
+    sys.stdout.write((json.dumps(tree, indent=2, default=str) if args.json else render(tree)) + "\n")
+    return 0
