@@ -14,18 +14,18 @@ amortise the RPCs. Every process runs this same module; its role comes from `TF_
 Reads the transformed `train/` and `eval/` shards, the tf.Transform graph and the feature
 config (`feature_config.json`, components/ctr/feature_config.py; the generated logs' default
 when absent) written by `beam_jobs.preprocess_ctr`: the fields, table sizes and serving
-inputs all come from that config. Writes, like `components.ctr.train`, `<out_dir>/serving_model`
+inputs all come from that config. Writes `<out_dir>/serving_model`
 (a SavedModel whose `serving_default` takes RAW features and applies the transform graph)
 and `<out_dir>/train_summary.json`, atomically; checkpoints go to `checkpoint_dir`
 (default: `<out_dir>_checkpoints` beside it, so a retried task resumes from them).
 
-The model is the one of `components/ctr/model.py` (regularised per-ID biases, item
-popularity, numerics, a small MLP over low-dimensional embeddings; multi-valued fields take
-the masked mean over their present values), written as a plain
-`tf.Module` so every table can be sharded. The Gaussian prior on a table is applied to the
-rows a batch looks up, each weighted by 1 / (its count in the window): in expectation that
-is exactly the whole-table L2 penalty of model.py, but its gradient touches only the
-looked-up rows, so updates stay sparse.
+The model (regularised per-ID biases, item popularity, numerics, a small MLP over
+low-dimensional embeddings; multi-valued fields take the masked mean over their present
+values) is a plain `tf.Module` so every table can be sharded. It is the platform's one CTR
+trainer: the tests train with it in one process, production on a cluster. The Gaussian
+prior on a table is applied to the rows a batch looks up, each weighted by 1 / (its count
+in the window): in expectation that is exactly a whole-table L2 penalty, but its gradient
+touches only the looked-up rows, so updates stay sparse.
 
 Optional factorization-machine crosses (`fm_fields`, from the config's `model:` section):
 each listed field gets a factor table, sharded like the others, and the logit adds the
@@ -53,7 +53,7 @@ import time
 import zlib
 from pathlib import Path
 
-from components.common.step import main
+from retrain.common.step import main
 
 log = logging.getLogger("retrain.ps_train")
 
@@ -73,7 +73,7 @@ BEST_DIR = "best"             # under the checkpoint dir: the best validated par
 
 @dataclasses.dataclass
 class PsTrainSpec:
-    """Model defaults are those of components.ctr.train.TrainSpec (tuned on the demo logs)."""
+    """Model defaults tuned on the demo logs (3-day windows of ~140k rows)."""
     preprocess_dir: str          # output of beam_jobs.preprocess_ctr
     out_dir: str                 # model artifact directory (created atomically)
     # Budget in examples, not epochs: a pass over a 5k-row window is 5 steps, over a
@@ -511,7 +511,24 @@ def run(spec: PsTrainSpec) -> dict:
         return {}
     if role not in (None, "chief"):
         raise ValueError(f"unsupported TF_CONFIG task type {role!r}: expected chief, ps or worker")
-    return _train(spec, distributed=role == "chief")
+    try:
+        return _train(spec, distributed=role == "chief")
+    except BaseException:
+        drop_partial_checkpoints(checkpoint_dir(spec))
+        raise
+
+
+def drop_partial_checkpoints(directory: Path) -> list[str]:
+    """Remove the `*_temp` folders a save cut short leaves (a full disk, a kill between
+    write and rename); complete checkpoints stay, so a retry resumes from the last one."""
+    import shutil
+    dropped = []
+    if Path(directory).is_dir():
+        for tmp in sorted(Path(directory).rglob("*_temp")):
+            if tmp.is_dir():
+                shutil.rmtree(tmp, ignore_errors=True)
+                dropped.append(str(tmp))
+    return dropped
 
 
 def _train(spec: PsTrainSpec, distributed: bool) -> dict:
@@ -521,10 +538,10 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
     from tensorflow_transform.keras_lib import tf_keras
 
     from components import metrics
-    from components.common.atomic import atomic_dir, write_json
+    from retrain.common.atomic import atomic_dir, write_json
     from components.ctr import feature_config as fc
     from components.ctr import optimizers
-    from components.ctr.preprocess import EVAL_DIR, TRAIN_DIR, TRANSFORM_DIR
+    from components.ctr.formats import EVAL_DIR, TRAIN_DIR, TRANSFORM_DIR
     from components.ctr.transform import (raw_batch, serving_signature,
                                           serving_to_transform_inputs)
     from components.ctr.window_stats import window_stats

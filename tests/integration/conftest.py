@@ -41,5 +41,7 @@ def preprocessed(home):
 
 @pytest.fixture(scope="session")
 def trained(home, preprocessed):
-    from components.ctr.train import TrainSpec, run
-    return run(TrainSpec(preprocess_dir=preprocessed["output_dir"], out_dir=str(home / "model")))
+    # The trainer production runs (components.ctr.cluster launches it on a cluster); with no
+    # TF_CONFIG it trains the same model and loop in this process.
+    from components.ctr.ps_train import PsTrainSpec, run
+    return run(PsTrainSpec(preprocess_dir=preprocessed["output_dir"], out_dir=str(home / "model")))

@@ -27,7 +27,7 @@ DAYS, ROWS, SPAN = 30, 300, dt.date(2026, 10, 30)
 @pytest.fixture(scope="module")
 def low_volume(tmp_path_factory):
     from components.ctr.preprocess import PreprocessSpec, run as preprocess
-    from components.ctr.train import TrainSpec, run as train
+    from components.ctr.ps_train import PsTrainSpec, run as train
     home = tmp_path_factory.mktemp("low-volume")
     generate(GenerateSpec(out_root=str(home), start=str(SPAN - dt.timedelta(days=DAYS - 1)),
                           days=DAYS, rows_per_day=ROWS, n_users=2000, n_items=500,
@@ -35,7 +35,7 @@ def low_volume(tmp_path_factory):
     raw = home / "raw" / "ctr"
     pre = preprocess(PreprocessSpec(raw_root=str(raw), span=SPAN.isoformat(),
                                     output_dir=str(home / "pre"), window_days=DAYS))
-    model = train(TrainSpec(preprocess_dir=pre["output_dir"], out_dir=str(home / "model")))
+    model = train(PsTrainSpec(preprocess_dir=pre["output_dir"], out_dir=str(home / "model")))
     return home, raw, model
 
 
@@ -59,7 +59,7 @@ def test_the_window_is_judged_on_all_its_held_out_rows(low_volume):
 
 
 def test_too_few_held_out_rows_never_bless_and_the_retrain_tab_says_why(low_volume):
-    from retrain.airflow_views import run_page
+    from retrain.orchestration.airflow_views import run_page
     home, raw, model = low_volume
     ev = _evaluate(home, raw, model, 3, "eval-3-days")
     assert ev["rows"] < 200 and not ev["blessed"]

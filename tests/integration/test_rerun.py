@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from components.common import lineage
+from retrain.orchestration import lineage
 
 pytestmark = pytest.mark.integration
 
@@ -90,7 +90,7 @@ def test_killed_preprocess_retry_leaves_one_complete_artifact_and_rerun_reuses(
     monkeypatch.setenv("AIRFLOW_CTX_TASK_ID", "train")
     train_spec = {"preprocess_dir": pre["output_dir"], "out_dir": str(run_a / "model"),
                   "epochs": 1}
-    trained = _tracked("train", "components.ctr.train", train_spec, tmp_path, run_a,
+    trained = _tracked("train", "components.ctr.ps_train", train_spec, tmp_path, run_a,
                        [pre["artifact"]], uri_key="model_dir", artifact_type="model")
     assert (Path(trained["model_dir"]) / "saved_model.pb").is_file()
 
@@ -108,7 +108,7 @@ def test_killed_preprocess_retry_leaves_one_complete_artifact_and_rerun_reuses(
                                                                WINDOW_DAYS),
                          uri_key="output_dir", artifact_type="transformed_examples",
                          runner=must_not_run)
-        trained_b = _tracked("train", "components.ctr.train",
+        trained_b = _tracked("train", "components.ctr.ps_train",
                              {**train_spec, "preprocess_dir": pre_b["output_dir"],
                               "out_dir": str(run_b / "model")},
                              tmp_path, run_b, [pre_b["artifact"]], uri_key="model_dir",

@@ -160,7 +160,7 @@ def user_preprocessed(tmp_path_factory):
     import tensorflow_transform as tft
     import tensorflow_transform.beam as tft_beam
 
-    from components.ctr.preprocess import EVAL_DIR, TRAIN_DIR, TRANSFORM_DIR
+    from components.ctr.formats import EVAL_DIR, TRAIN_DIR, TRANSFORM_DIR
     from components.ctr.transform import make_preprocessing_fn, raw_training_spec
 
     cfg = fc.load(EXAMPLE)
@@ -241,19 +241,3 @@ def test_ps_trainer_trains_and_serves_a_user_config(user_preprocessed, tmp_path)
                                          r"categorical features of the feature config"):
         run(PsTrainSpec(preprocess_dir=str(user_preprocessed["dir"]),
                         out_dir=str(tmp_path / "bad"), deep_fields=["category_id"]))
-
-
-def test_keras_trainer_trains_and_serves_a_user_config(user_preprocessed, tmp_path):
-    from components.ctr.train import TrainSpec, run
-
-    cfg, rows = user_preprocessed["cfg"], user_preprocessed["eval_rows"]
-    result = run(TrainSpec(preprocess_dir=str(user_preprocessed["dir"]),
-                           out_dir=str(tmp_path / "model"), epochs=2, batch_size=64,
-                           learning_rate=0.02))
-    summary = json.loads((tmp_path / "model" / "train_summary.json").read_text())
-    loss = summary["history"]["loss"]
-    assert loss[-1] < loss[0], loss
-    assert fc.for_model_dir(result["model_dir"]) == cfg
-    probs = _serve(result["model_dir"], cfg, rows)
-    assert probs.shape == (len(rows),)
-    assert np.all((probs > 0) & (probs < 1)) and probs.std() > 1e-3
