@@ -54,6 +54,7 @@ sys.path.insert(0, str(REPO))
 
 from retrain.common import paths  # noqa: E402  (stdlib-only product modules)
 from retrain.common.errors import BAD_DATA  # noqa: E402
+from retrain.common.run_context import Built, RunContext  # noqa: E402
 from retrain.orchestration.launch import BadDataFailed, StepFailed, run_step  # noqa: E402
 from components.text import tickets as tickets_corpus  # noqa: E402
 
@@ -99,17 +100,11 @@ def read_jsonl(path: Path) -> list[dict]:
 # ------------------------------------------------------------------ run context and specs
 
 def ctx_for(family: str, home: Path, run_id: str, raw_root: Path | None = None,
-            config: str | None = None) -> dict:
-    """What the DAG factory's resolve_span task returns (retrain/orchestration/dag_factory.py)."""
-    span = SPAN[family]
-    raw_root = raw_root or home / "raw" / family
-    return {"family": family, "span": span, "home": str(home), "run_id": run_id,
-            "raw_root": str(raw_root), "span_dir": f"{raw_root}/dt={span}",
-            "config": config if config is not None else (FX.text_config if family == "text"
-                                                         else ""),
-            "quarantine_dir": f"{home}/quarantine/{family}",
-            "run_dir": str(paths.run_dir(home, family, dt.date.fromisoformat(span), run_id)),
-            "shadow": False}
+            config: str | None = None) -> RunContext:
+    """What the DAG factory's resolve_span task pins (retrain/orchestration/dag_factory.py)."""
+    return RunContext.create(
+        family, SPAN[family], home, run_id, raw_root=raw_root,
+        config=config if config is not None else (FX.text_config if family == "text" else ""))
 
 
 def build_spec(family: str, stage: str, ctx: dict, upstream: dict,
@@ -117,7 +112,8 @@ def build_spec(family: str, stage: str, ctx: dict, upstream: dict,
     """(module, spec) through the family's own spec builder, as the DAG task builds it."""
     from retrain.orchestration.families import FAMILIES, resolve
     st = FAMILIES[family].stages[stage]
-    return st.module, resolve(st.build)(ctx, {**PARAMS[family], **(params or {})}, upstream)
+    built = Built.of(resolve(st.build)(ctx, {**PARAMS[family], **(params or {})}, upstream))
+    return st.module, built.spec
 
 
 OUT_KEY = {"validate": "out_dir", "preprocess": "output_dir", "train": "out_dir",
@@ -148,7 +144,7 @@ class Fixture:
         self.text_config = str(work / "tickets.yaml")
         self.durations: dict[str, float] = {}
         self.results: dict[str, dict] = {}
-        self.ctx: dict[str, dict] = {}
+        self.ctx: dict[str, RunContext] = {}
 
     def build(self, families: list[str]) -> None:
         os.environ[paths.ENV_HOME] = str(self.home)
@@ -197,14 +193,14 @@ class Fixture:
 FX: Fixture = None  # type: ignore[assignment]
 
 
-def push_kwargs(fam: str, ctx: dict, up: dict, home: Path) -> dict:
+def push_kwargs(fam: str, ctx: RunContext, up: dict, home: Path) -> dict:
     """publish_if_blessed's arguments, as the family's push task passes them."""
     from retrain.orchestration.families import FAMILIES
     family = FAMILIES[fam]
     trained = up["train"]
-    return dict(model_name=fam, registry_root=f"{home}/registry", run_dir=ctx["run_dir"],
-                dag_id=DAG_ID[fam], run_id=ctx["run_id"], span=ctx["span"],
-                span_dir=ctx["span_dir"], evaluation=up["evaluate"], validation=up["validate"],
+    return dict(model_name=fam, registry_root=f"{home}/registry", run_dir=ctx.run_dir,
+                dag_id=DAG_ID[fam], run_id=ctx.run_id, span=ctx.span,
+                span_dir=ctx.span_dir, evaluation=up["evaluate"], validation=up["validate"],
                 preprocessed=up["preprocess"], trained=trained, shadow=False,
                 serving_check_module=family.serving_check,
                 headline=tuple(m.name for m in family.headline),
@@ -499,9 +495,8 @@ def registry_case(breaks: Callable[[Path], None], action: str
         if action in ("check", "list", "show"):
             return cli_outcome(["registry", action, env.fam], env.home)
         if action == "publish":
-            ctx = env.ctx()
-            ctx["run_dir"] = str(env.home / "runs" / "push_run")
-            Path(ctx["run_dir"]).mkdir(parents=True)
+            ctx = dataclasses.replace(env.ctx(), run_id="push_run")
+            Path(ctx.run_dir).mkdir(parents=True)
             env.reg_before = registry_state(env.home)
             return call_outcome(lambda: push_task(env.fam, ctx, FX.upstream(env.fam),
                                                   env.home))
@@ -527,9 +522,8 @@ def push_case(change: Callable[[CaseEnv, dict], None]) -> Callable[[CaseEnv], Ou
     """The push task with a bad candidate (its arguments changed)."""
     def setup(env: CaseEnv) -> Outcome:
         registry_copy(env)
-        ctx = env.ctx()
-        ctx["run_dir"] = str(env.home / "runs" / "push_run")
-        Path(ctx["run_dir"]).mkdir(parents=True)
+        ctx = dataclasses.replace(env.ctx(), run_id="push_run")
+        Path(ctx.run_dir).mkdir(parents=True)
         up = json.loads(json.dumps(FX.upstream(env.fam), default=str))
         change(env, up)
         env.reg_before = registry_state(env.home)
@@ -582,9 +576,9 @@ def handoff_case(day: str) -> Callable[[CaseEnv], Outcome]:
         _rewrite_keeping_size_and_mtime(sorted(day_dir.glob("part-*"))[0])
         ctx = env.ctx()
         outcome = call_outcome(lambda: custody.verify(
-            day, day_dir, recorded, stage="preprocess", quarantine_dir=ctx["quarantine_dir"],
-            run_id=ctx["run_id"]))
-        if outcome.refused and not quarantine.is_quarantined(ctx["quarantine_dir"],
+            day, day_dir, recorded, stage="preprocess", quarantine_dir=ctx.quarantine_dir,
+            run_id=ctx.run_id))
+        if outcome.refused and not quarantine.is_quarantined(ctx.quarantine_dir,
                                                              f"dt={day}"):
             return Outcome(True, "not_quarantined", outcome.message)
         return outcome
@@ -1629,8 +1623,8 @@ class KillTarget:
         self.duration = FX.durations[f"{fam}.{stage}"]
         if stage == "push":
             self.kind = "push"
-            ctx = dict(self.ctx)
-            Path(ctx["run_dir"]).mkdir(parents=True, exist_ok=True)
+            ctx = self.ctx
+            Path(ctx.run_dir).mkdir(parents=True, exist_ok=True)
             # Another run than the fixture's, evaluated against what is current now (the
             # fixture's push published v1): publishing is compare-and-swap on it.
             from retrain.common.registry import Registry
@@ -1800,13 +1794,13 @@ def rerun(target: KillTarget, n: int) -> dict:
         from retrain.common.registry import Registry
         reg = Registry(FX.home / "registry")
         mine = [m for m in reg.list_versions(target.fam)
-                if m.get("run_id") == target.ctx["run_id"]]
+                if m.get("run_id") == target.ctx.run_id]
         cur = reg.current(target.fam)
         extra = {"versions_of_this_run": [m["version"] for m in mine],
                  "current": cur and cur["version"]}
         if len(mine) != 1:
             problems.append(f"{len(mine)} registry versions for the killed-and-retried run")
-        if not cur or cur.get("run_id") != target.ctx["run_id"]:
+        if not cur or cur.get("run_id") != target.ctx.run_id:
             problems.append("CURRENT is not the retried run's version")
         for m in reg.list_versions(target.fam):
             if not (m.get("gate") or {}).get("blessed"):

@@ -6,44 +6,45 @@ never knows a CTR knob. `upstream` holds the earlier stages' results ("validate"
 """
 from __future__ import annotations
 
+from retrain.common.run_context import Built, RunContext
 from retrain.common.window import left_out_spans
-from retrain.common import paths
 
 
-def validate(ctx: dict, params: dict, upstream: dict) -> dict:
-    return {"span_dir": ctx["span_dir"], "out_dir": f"{ctx['run_dir']}/validation",
-            "history_root": f"{ctx['home']}/runs/{ctx['family']}",
-            "quarantine_dir": ctx["quarantine_dir"], "run_id": ctx["run_id"],
-            "feature_config": ctx["config"],
+def validate(ctx: RunContext, params: dict, upstream: dict) -> dict:
+    return {"span_dir": ctx.span_dir, "out_dir": f"{ctx.run_dir}/validation",
+            "history_root": ctx.history_root,
+            "quarantine_dir": ctx.quarantine_dir, "run_id": ctx.run_id,
+            "feature_config": ctx.config,
             "override_reason": params.get("override_validation_reason"),
             "override_rules": params.get("override_validation_rules")}
 
 
-def preprocess(ctx: dict, params: dict, upstream: dict) -> dict:
-    return {"raw_root": ctx["raw_root"], "span": ctx["span"],
-            "output_dir": f"{ctx['run_dir']}/preprocess",
-            "window_days": params["window_days"], "eval_percent": params["eval_percent"],
-            "exclude_spans": left_out_spans(upstream),
-            "analysis_cache_dir": f"{ctx['home']}/cache/{ctx['family']}/tft_analysis",
-            "feature_config": ctx["config"]}
+def preprocess(ctx: RunContext, params: dict, upstream: dict) -> Built:
+    left_out = left_out_spans(upstream)
+    return Built({"raw_root": ctx.raw_root, "span": ctx.span,
+                  "output_dir": f"{ctx.run_dir}/preprocess",
+                  "window_days": params["window_days"], "eval_percent": params["eval_percent"],
+                  "exclude_spans": left_out,
+                  "analysis_cache_dir": f"{ctx.home}/cache/{ctx.family}/tft_analysis",
+                  "feature_config": ctx.config}, left_out=tuple(left_out))
 
 
-def train(ctx: dict, params: dict, upstream: dict) -> dict:
+def train(ctx: RunContext, params: dict, upstream: dict) -> dict:
     return {"preprocess_dir": upstream["preprocess"]["output_dir"],
-            "out_dir": f"{ctx['run_dir']}/model",
+            "out_dir": f"{ctx.run_dir}/model",
             "train": {k: params[k] for k in ("train_examples", "epochs") if params.get(k)},
             "num_ps": params["ps_count"], "num_workers": params["worker_count"]}
 
 
-def evaluate(ctx: dict, params: dict, upstream: dict) -> dict:
-    return {"span_dir": ctx["span_dir"], "candidate_model_dir": upstream["train"]["model_dir"],
+def evaluate(ctx: RunContext, params: dict, upstream: dict) -> dict:
+    return {"span_dir": ctx.span_dir, "candidate_model_dir": upstream["train"]["model_dir"],
             "baseline_model_dir": upstream["published"],
-            "out_dir": f"{ctx['run_dir']}/evaluation",
-            "window_span_dirs": [paths.partition(ctx["raw_root"], d) for d in
+            "out_dir": f"{ctx.run_dir}/evaluation",
+            "window_span_dirs": [ctx.partition(d) for d in
                                  (upstream["preprocess"].get("window_screen") or {}).get(
-                                     "used", [ctx["span"]])],
+                                     "used", [ctx.span])],
             "eval_percent": params["eval_percent"], "min_auc": params["min_auc"],
             "min_eval_rows": params.get("min_eval_rows"),
             "min_eval_positives": params.get("min_eval_positives"),
             "force_reason": params.get("force_bless_reason"),
-            "registry_root": f"{ctx['home']}/registry", "model_name": ctx["family"]}
+            "registry_root": f"{ctx.home}/registry", "model_name": ctx.family}

@@ -6,22 +6,24 @@ config file the steps read; params only carry per-run knobs.
 """
 from __future__ import annotations
 
+from retrain.common.run_context import Built, RunContext
 from retrain.common.window import left_out_spans
 
 
-def validate(ctx: dict, params: dict, upstream: dict) -> dict:
-    return {"span_dir": ctx["span_dir"], "out_dir": f"{ctx['run_dir']}/validation",
-            "text_config": ctx["config"], "run_id": ctx["run_id"],
-            "quarantine_dir": ctx["quarantine_dir"],
+def validate(ctx: RunContext, params: dict, upstream: dict) -> dict:
+    return {"span_dir": ctx.span_dir, "out_dir": f"{ctx.run_dir}/validation",
+            "text_config": ctx.config, "run_id": ctx.run_id,
+            "quarantine_dir": ctx.quarantine_dir,
             "override_reason": params.get("override_validation_reason"),
             "override_rules": params.get("override_validation_rules")}
 
 
-def preprocess(ctx: dict, params: dict, upstream: dict) -> dict:
-    return {"raw_root": ctx["raw_root"], "span": ctx["span"],
-            "output_dir": f"{ctx['run_dir']}/preprocess", "text_config": ctx["config"],
-            "window_days": params["window_days"], "eval_percent": params["eval_percent"],
-            "exclude_spans": left_out_spans(upstream)}
+def preprocess(ctx: RunContext, params: dict, upstream: dict) -> Built:
+    left_out = left_out_spans(upstream)
+    return Built({"raw_root": ctx.raw_root, "span": ctx.span,
+                  "output_dir": f"{ctx.run_dir}/preprocess", "text_config": ctx.config,
+                  "window_days": params["window_days"], "eval_percent": params["eval_percent"],
+                  "exclude_spans": left_out}, left_out=tuple(left_out))
 
 
 def dev_examples(params: dict, upstream: dict) -> int:
@@ -43,21 +45,22 @@ def _dev_slices(params: dict, upstream: dict) -> dict:
     return {"max_eval_examples": dev, "calibration_examples": dev}
 
 
-def train(ctx: dict, params: dict, upstream: dict) -> dict:
-    return {"preprocess_dir": upstream["preprocess"]["output_dir"],
-            "out_dir": f"{ctx['run_dir']}/model",
-            "warm_start_model_dir": upstream["published"] if params["warm_start"] else None,
-            "epochs": params["epochs"], "batch_size": params["batch_size"],
-            "max_seq_length": params.get("max_seq_length"),
-            "max_train_examples": params.get("max_train_examples"),
-            "strategy": params["strategy"], **_dev_slices(params, upstream)}
+def train(ctx: RunContext, params: dict, upstream: dict) -> Built:
+    warm = upstream["published"] if params["warm_start"] else None
+    return Built({"preprocess_dir": upstream["preprocess"]["output_dir"],
+                  "out_dir": f"{ctx.run_dir}/model", "warm_start_model_dir": warm,
+                  "epochs": params["epochs"], "batch_size": params["batch_size"],
+                  "max_seq_length": params.get("max_seq_length"),
+                  "max_train_examples": params.get("max_train_examples"),
+                  "strategy": params["strategy"], **_dev_slices(params, upstream)},
+                 reads_published=warm is not None)
 
 
-def evaluate(ctx: dict, params: dict, upstream: dict) -> dict:
+def evaluate(ctx: RunContext, params: dict, upstream: dict) -> dict:
     return {"preprocess_dir": upstream["preprocess"]["output_dir"],
             "candidate_model_dir": upstream["train"]["model_dir"],
             "baseline_model_dir": upstream["published"],
-            "out_dir": f"{ctx['run_dir']}/evaluation", "min_auc": params.get("min_auc"),
+            "out_dir": f"{ctx.run_dir}/evaluation", "min_auc": params.get("min_auc"),
             "beat_classical_baseline": params.get("beat_classical_baseline"),
             "force_reason": params.get("force_bless_reason"),
             "max_eval_examples": params.get("max_eval_examples"),

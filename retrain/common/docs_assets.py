@@ -100,7 +100,8 @@ def _files() -> dict[tuple[str, str], set[str]]:
 
 def cache_dir() -> Path:
     """RETRAIN_DOCS_ASSETS, else <the environment>/share/retrain/docs-assets."""
-    return Path(os.environ.get(CACHE_ENV) or Path(sys.prefix) / "share" / "retrain" / "docs-assets")
+    from retrain.common.settings import settings
+    return Path(settings().docs_assets or Path(sys.prefix) / "share" / "retrain" / "docs-assets")
 
 
 def _folder(package: tuple[str, str]) -> str:

@@ -16,7 +16,8 @@ ENV_HOME = "RETRAIN_HOME"
 
 def artifact_root(root: str | os.PathLike | None = None) -> Path:
     """`root`, else RETRAIN_HOME, else the default home (see default_home)."""
-    return Path(root or os.environ.get(ENV_HOME) or default_home()).resolve()
+    from retrain.common.settings import settings
+    return Path(root or settings().home or default_home()).resolve()
 
 
 def default_home() -> Path:

@@ -45,8 +45,10 @@ NAME_CAP = 40          # longest key or name a message shows
 
 
 def _env_roots(variable: str) -> list[Path]:
-    value = os.environ.get(variable, "")
-    return [Path(p).resolve() for p in value.split(os.pathsep) if p]
+    """The folders of a path-list setting (RETRAIN_ALLOWED_DATA_ROOTS, RETRAIN_CONFIG_ROOTS)."""
+    from retrain.common.settings import path_list, settings
+    value = getattr(settings(), variable.removeprefix("RETRAIN_").lower())
+    return [Path(p).resolve() for p in path_list(value)]
 
 
 def allowed_roots() -> list[Path]:
@@ -94,7 +96,8 @@ def check(span: dt.date, *, raw_root: str | None, config: str | None, config_par
     checked, and a config outside them is refused before it is looked at."""
     today = today or dt.datetime.now(dt.timezone.utc).date()
     if max_future_days is None:
-        max_future_days = int(os.environ.get("RETRAIN_MAX_FUTURE_DAYS", "1"))
+        from retrain.common.settings import settings
+        max_future_days = settings().max_future_days
     roots = allowed_roots() if roots is None else roots
     cfg_roots = allowed_config_roots(roots) if config_roots is None else config_roots
     problems = []

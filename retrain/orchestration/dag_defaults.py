@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 from pathlib import Path
 
 from airflow.sdk import Param
 
 from retrain.common import paths
+from retrain.common.run_context import RunContext
+from retrain.common.settings import settings
 
 def home() -> Path:
     """Artifact root: RETRAIN_HOME, else the checkout's var/ (one rule: retrain.common.paths)."""
@@ -34,21 +35,15 @@ DEFAULT_MAX_WINDOW_DAYS = 60
 
 
 def max_window_days() -> int:
-    raw = os.environ.get(MAX_WINDOW_ENV)
-    try:
-        value = int(raw) if raw else DEFAULT_MAX_WINDOW_DAYS
-    except ValueError:
-        raise ValueError(f"{MAX_WINDOW_ENV}={raw!r} is not a whole number of days") from None
-    if value < 1:
-        raise ValueError(f"{MAX_WINDOW_ENV}={value} must be at least 1")
-    return value
+    """RETRAIN_MAX_WINDOW_DAYS (retrain.common.settings; a ConfigError names a bad value)."""
+    return settings().max_window_days
 
 
 def daily(**overrides) -> dict:
     """DAILY with the schedule read when the DAG is built: RETRAIN_SCHEDULE (a cron
     expression, a preset, or "none": runs only when triggered or backfilled, so unpausing
     makes no catch-up run; what `retrain demo` uses), else @daily."""
-    schedule = os.environ.get(SCHEDULE_ENV) or "@daily"
+    schedule = settings().schedule
     return {**DAILY, "schedule": None if schedule.lower() == "none" else schedule, **overrides}
 
 
@@ -89,7 +84,7 @@ def publish_params() -> dict[str, Param]:
     }
 
 
-def publish_or_skip(model_name: str, asset, ctx: dict, *, dag_run, outlet_events,
+def publish_or_skip(model_name: str, asset, ctx: RunContext, *, dag_run, outlet_events,
                     evaluation: dict, headline: tuple[str, ...], **publish_kwargs) -> dict:
     """Body of every family's push task: publish a blessed candidate through the registry
     and attach the version to the model Asset's event; a shadow run or a rejected candidate
@@ -107,24 +102,24 @@ def publish_or_skip(model_name: str, asset, ctx: dict, *, dag_run, outlet_events
 
     try:
         summary = publish_if_blessed(
-            model_name=model_name, registry_root=f"{ctx['home']}/registry",
-            run_dir=ctx["run_dir"], dag_id=dag_run.dag_id, run_id=ctx["run_id"],
-            span=ctx["span"], span_dir=ctx["span_dir"], evaluation=evaluation,
-            shadow=ctx["shadow"], headline=headline, **publish_kwargs)
+            model_name=model_name, registry_root=f"{ctx.home}/registry",
+            run_dir=ctx.run_dir, dag_id=dag_run.dag_id, run_id=ctx.run_id,
+            span=ctx.span, span_dir=ctx.span_dir, evaluation=evaluation,
+            shadow=ctx.shadow, headline=headline, **publish_kwargs)
     except (BadData, BadDataFailed) as e:   # a retry cannot help (StaleBaseline among them)
         raise AirflowFailException(str(e)) from None
     published = summary["published"]
-    if ctx["shadow"] or not published:
+    if ctx.shadow or not published:
         # Airflow logs a skip as a bare "Skipping task.": the reason is logged first, as
         # the task's last line of its own, where the person reading the log looks.
         reason = (f"shadow run: evaluated, not published (blessed={evaluation['blessed']})"
-                  if ctx["shadow"] else
+                  if ctx.shadow else
                   "candidate not blessed: " + "; ".join(evaluation["reasons"]))
         logging.getLogger("retrain.dag").log(
-            logging.INFO if ctx["shadow"] else logging.WARNING, "push skipped: %s", reason)
+            logging.INFO if ctx.shadow else logging.WARNING, "push skipped: %s", reason)
         raise AirflowSkipException(reason)
     outlet_events[asset].extra = {
-        "model": model_name, "version": published["version"], "span": ctx["span"],
+        "model": model_name, "version": published["version"], "span": ctx.span,
         **{m: published["metrics"].get(m) for m in headline},
-        "run_id": ctx["run_id"], "code_version": summary["code_version"]}
+        "run_id": ctx.run_id, "code_version": summary["code_version"]}
     return {"published": published, "blessed": True}

@@ -14,13 +14,14 @@ builders are imported inside the tasks, so DAG parsing stays cheap.
 from __future__ import annotations
 
 import datetime as dt
-import os
 from pathlib import Path
 from typing import Callable
 
 from airflow.sdk import Asset, Param, dag, task
 from airflow.sdk.exceptions import AirflowFailException
 
+from retrain.common.run_context import Built, RunContext
+from retrain.common.settings import family_default
 from retrain.orchestration.families import Family, resolve
 from retrain.orchestration.dag_defaults import (daily as _daily, home as _home, publish_or_skip,
                                   publish_params, span_params)
@@ -30,7 +31,8 @@ def span_poke_seconds() -> float:
     worker slot is held in between). Read from the environment when the DAG is built,
     not when this module is first imported, so each parse sees the current setting
     (tests poke every second; an import-time constant kept the first value: 300 s)."""
-    return float(os.environ.get("RETRAIN_SPAN_POKE_SECONDS", "300"))
+    from retrain.common.settings import settings
+    return settings().span_poke_seconds
 
 
 def family_params(family: Family) -> dict[str, Param]:
@@ -60,17 +62,28 @@ def family_params(family: Family) -> dict[str, Param]:
             description="How long to wait for the span's _SUCCESS marker before failing."),
         # The user's data: where it is and what it holds. Deployment defaults come from the
         # environment; a run may override.
-        "raw_root": Param(os.environ.get(family.raw_root_env) or None,
+        "raw_root": Param(family_default(family.raw_root_env),
                           type=["null", "string"],
                           description="Folder holding the dt=YYYY-MM-DD partitions. "
                                       f"Empty: <RETRAIN_HOME>/raw/{family.name}."),
-        family.config_param: Param(os.environ.get(family.config_env) or None,
+        family.config_param: Param(family_default(family.config_env),
                                    type=["null", "string"], description=family.config_help),
     }
     for name, schema in family.params.items():
         schema = dict(schema)
         params[name] = Param(schema.pop("default"), **schema)
     return params
+
+
+def left_out_problem(family: str, built: Built, screened: dict) -> str | None:
+    """Why a preprocess spec may not run: the window screen left days out (bad data) and the
+    family's builder did not say it skips exactly those (a builder returning a plain dict
+    cannot skip any). None: nothing to say."""
+    must = sorted(i["span"] for i in screened.get("left_out", []))
+    if must and sorted(built.left_out or ()) != must:
+        return (f"family {family}: its preprocess spec builder does not leave out {must} "
+                f"(it answered left_out={built.left_out}): bad data would train a model")
+    return None
 
 
 def make_dag(family: Family):
@@ -89,7 +102,7 @@ def make_dag(family: Family):
         @task
         def resolve_span(params=None, logical_date=None, dag_run=None, run_id=None) -> dict:
             """Pin the span and the run's artifact folder once; every later task reads them."""
-            from retrain.common import paths, run_inputs
+            from retrain.common import run_inputs
             from retrain.common.spans import derive_span, is_shadow
 
             span = derive_span(params.get("span"), logical_date,
@@ -105,27 +118,24 @@ def make_dag(family: Family):
                     problems.append(f"{family.config_param} {config}: {e}")
             if problems:
                 raise AirflowFailException("refusing the run: " + "; ".join(problems))
-            raw_root = params.get("raw_root") or str(home / "raw" / family.name)
-            return {"family": family.name, "span": span.isoformat(), "home": str(home),
-                    "run_id": run_id, "raw_root": raw_root,
-                    "span_dir": paths.partition(raw_root, span),
-                    "config": config and str(Path(config).resolve()),
-                    "quarantine_dir": f"{home}/quarantine/{family.name}",
-                    "run_dir": str(paths.run_dir(home, family.name, span, run_id)),
-                    "shadow": is_shadow(params.get("shadow"),
-                                        getattr(dag_run, "run_type", None))}
+            return RunContext.create(
+                family.name, span, home, run_id, raw_root=params.get("raw_root"),
+                config=config and str(Path(config).resolve()),
+                shadow=is_shadow(params.get("shadow"),
+                                 getattr(dag_run, "run_type", None))).to_xcom()
 
         @task.sensor(mode="reschedule", poke_interval=span_poke_seconds(),
                      timeout=dt.timedelta(days=7))
         def wait_for_span(ctx: dict, params=None, ti=None, **context) -> bool:
             """Wait (holding no worker slot) for the producer's _SUCCESS marker of the span.
             The timeout is the `span_timeout_minutes` param (AirflowSensorTimeout: no retry)."""
+            ctx = RunContext.from_xcom(ctx)
             import logging
 
             from airflow.sdk import timezone
             from airflow.sdk.exceptions import AirflowSensorTimeout
 
-            marker = Path(ctx["span_dir"]) / "_SUCCESS"
+            marker = Path(ctx.span_dir) / "_SUCCESS"
             if marker.exists():
                 return True
             first = ti.get_first_reschedule_date(context) or timezone.utcnow()
@@ -133,7 +143,7 @@ def make_dag(family: Family):
             limit = float(params["span_timeout_minutes"]) * 60
             if waited >= limit:
                 raise AirflowSensorTimeout(
-                    f"span {ctx['span']} not delivered: no {marker} after waiting "
+                    f"span {ctx.span} not delivered: no {marker} after waiting "
                     f"{waited / 60:.1f} min (span_timeout_minutes="
                     f"{params['span_timeout_minutes']}). Check the upstream export of that "
                     "day, then clear this task to wait again.")
@@ -142,7 +152,7 @@ def make_dag(family: Family):
                 params["span_timeout_minutes"])
             return False
 
-        def run_stage(name: str, ctx: dict, params: dict, upstream: dict,
+        def run_stage(name: str, ctx: RunContext, params: dict, upstream: dict,
                       inputs: list[dict], spec: dict | None = None,
                       extra_figures: dict | None = None,
                       after: Callable[[], object] | None = None) -> dict:
@@ -160,10 +170,10 @@ def make_dag(family: Family):
 
             stage = stages[name]
             if spec is None:
-                spec = resolve(stage.build)(ctx, params, upstream)
+                spec = Built.of(resolve(stage.build)(ctx, params, upstream)).spec
             try:
-                result = run_tracked(name, stage.module, spec, home=ctx["home"],
-                                     family=family.name, run_dir=ctx["run_dir"],
+                result = run_tracked(name, stage.module, spec, home=ctx.home,
+                                     family=family.name, run_dir=ctx.run_dir,
                                      inputs=inputs, uri_key=results.URI_FIELD[name],
                                      artifact_type=stage.artifact_type,
                                      figures=(*stage.figures,
@@ -174,11 +184,11 @@ def make_dag(family: Family):
                 raise AirflowFailException(str(e)) from None
             return result
 
-        def published(ctx: dict) -> tuple[str | None, list[dict]]:
+        def published(ctx: RunContext) -> tuple[str | None, list[dict]]:
             """The serving model's folder and its lineage reference (none yet: None, [])."""
             from retrain.common.registry import Registry
 
-            registry = Registry(Path(ctx["home"]) / "registry")
+            registry = Registry(Path(ctx.home) / "registry")
             current = registry.current(family.name)
             if not current:
                 return None, []
@@ -188,7 +198,7 @@ def make_dag(family: Family):
                            "fingerprint": current.get("fingerprint") or path,
                            "version": current["version"]}]
 
-        def validated_content(ctx: dict, day: str, day_dir: str, raw: dict) -> dict:
+        def validated_content(ctx: RunContext, day: str, day_dir: str, raw: dict) -> dict:
             """run_stage arguments that bind a validation to the bytes it read: the digest
             taken before the step is recorded with the verdict, and checked again after it
             (a partition rewritten while it was being validated is refused)."""
@@ -197,31 +207,30 @@ def make_dag(family: Family):
             return {"extra_figures": {"content": raw["content"]},
                     "after": lambda: custody.verify(
                         day, day_dir, raw["content"], stage="validate",
-                        quarantine_dir=ctx["quarantine_dir"], run_id=ctx["run_id"])}
+                        quarantine_dir=ctx.quarantine_dir, run_id=ctx.run_id)}
 
-        def verify_window(ctx: dict, days: list[str], stage: str,
+        def verify_window(ctx: RunContext, days: list[str], stage: str,
                           unchecked: tuple[str, ...] = ()) -> list[dict]:
             """Each day's raw partition against the digest its validation recorded (the
             span: this run's validation); returns their lineage references. Days in
             `unchecked` (trained on by a recorded override) are referenced, not checked."""
-            from retrain.common import paths
             from retrain.orchestration import custody
             from retrain.orchestration.lineage import raw_span_ref
 
             refs = []
             for day in days:
-                day_dir = paths.partition(ctx["raw_root"], day)
+                day_dir = ctx.partition(day)
                 if not Path(day_dir).is_dir():
                     continue
                 ref = raw_span_ref(day_dir)
                 if day not in unchecked:
                     expected = custody.validated(
-                        f"{ctx['home']}/runs/{family.name}", day,
-                        run_dir=ctx["run_dir"] if day == ctx["span"] else None)
+                        ctx.history_root, day,
+                        run_dir=ctx.run_dir if day == ctx.span else None)
                     try:
                         custody.verify(day, day_dir, expected, stage=stage,
-                                       quarantine_dir=ctx["quarantine_dir"],
-                                       run_id=ctx["run_id"], actual=ref["content"])
+                                       quarantine_dir=ctx.quarantine_dir,
+                                       run_id=ctx.run_id, actual=ref["content"])
                     except custody.ContentChanged as e:
                         raise AirflowFailException(str(e)) from None
                 refs.append(ref)
@@ -232,44 +241,41 @@ def make_dag(family: Family):
         def validate(ctx: dict, params=None, outlet_events=None) -> dict:
             """The family's validation suite; a failed gate quarantines the span and fails
             the task without retry (an override param lets it through, recorded)."""
+            ctx = RunContext.from_xcom(ctx)
             import logging
 
             from retrain.orchestration.lineage import config_refs, raw_span_ref
 
             # Never reused: the verdict also depends on the history of earlier spans.
-            config = config_refs(ctx["config"], family.config_param)
-            raw = raw_span_ref(ctx["span_dir"])
+            config = config_refs(ctx.config, family.config_param)
+            raw = raw_span_ref(ctx.span_dir)
             result = run_stage("validate", ctx, params, {}, [raw, *config],
-                               **validated_content(ctx, ctx["span"], ctx["span_dir"], raw))
+                               **validated_content(ctx, ctx.span, ctx.span_dir, raw))
             outlet_events[raw_asset].extra = {
-                "span": ctx["span"], "uri": raw["uri"], "fingerprint": raw["fingerprint"],
-                "gate": result.get("gate"), "rows": result.get("rows"), "run_id": ctx["run_id"]}
+                "span": ctx.span, "uri": raw["uri"], "fingerprint": raw["fingerprint"],
+                "gate": result.get("gate"), "rows": result.get("rows"), "run_id": ctx.run_id}
             if result.get("gate") == "overridden":
                 logging.getLogger("retrain.dag").warning(
                     "validation failed %s error rule(s) and was overridden: %s",
                     result["n_failed"], result["override_reason"])
             return result
 
-        def validate_day(ctx: dict, params: dict, day: str) -> bool:
+        def validate_day(ctx: RunContext, params: dict, day: str) -> bool:
             """Validate an older day of the window that no run has validated yet (its report
             and lineage go to that day's folder under this run's id); False: bad data."""
-            from retrain.common import paths
             from retrain.orchestration.lineage import config_refs, raw_span_ref
 
-            day_ctx = {**ctx, "span": day, "span_dir": paths.partition(ctx["raw_root"], day),
-                       "run_dir": str(paths.run_dir(ctx["home"], family.name,
-                                                    dt.date.fromisoformat(day),
-                                                    ctx["run_id"]))}
-            raw = raw_span_ref(day_ctx["span_dir"])
+            day_ctx = ctx.for_day(day)
+            raw = raw_span_ref(day_ctx.span_dir)
             try:
                 run_stage("validate", day_ctx, {**params, "override_validation_reason": None},
-                          {}, [raw, *config_refs(ctx["config"], family.config_param)],
-                          **validated_content(ctx, day, day_ctx["span_dir"], raw))
+                          {}, [raw, *config_refs(ctx.config, family.config_param)],
+                          **validated_content(ctx, day, day_ctx.span_dir, raw))
             except AirflowFailException:
                 return False
             return True
 
-        def screen_window(ctx: dict, params: dict) -> dict:
+        def screen_window(ctx: RunContext, params: dict) -> dict:
             """The window's days that may be trained on, and the others with reasons
             (retrain.common.window); logged, since a shorter window changes the model."""
             import logging
@@ -277,13 +283,13 @@ def make_dag(family: Family):
             from retrain.common import window
             from retrain.common.spans import window as days_of
 
-            days = [d.isoformat() for d in days_of(dt.date.fromisoformat(ctx["span"]),
+            days = [d.isoformat() for d in days_of(dt.date.fromisoformat(ctx.span),
                                                    params["window_days"])]
             screened = window.screen(
-                days, ctx["span"], history_root=f"{ctx['home']}/runs/{family.name}",
-                quarantine_dir=ctx["quarantine_dir"], include=params.get("include_spans"),
+                days, ctx.span, history_root=ctx.history_root,
+                quarantine_dir=ctx.quarantine_dir, include=params.get("include_spans"),
                 validate_day=lambda day: validate_day(ctx, params, day),
-                raw_root=ctx["raw_root"])
+                raw_root=ctx.raw_root)
             if screened["included_by_override"] and not params.get("override_validation_reason"):
                 raise AirflowFailException(
                     "include_spans names days that did not pass validation "
@@ -302,19 +308,20 @@ def make_dag(family: Family):
         def preprocess(ctx: dict, validation: dict, params=None, outlet_events=None) -> dict:
             """Beam over the window's days that passed validation (bad data never trains a
             model); reused when inputs, code and params match."""
+            ctx = RunContext.from_xcom(ctx)
             from retrain.orchestration.lineage import config_refs
 
             screened = screen_window(ctx, params)
-            spec = resolve(stages["preprocess"].build)(
-                ctx, params, {"validate": validation, "window": screened})
-            if screened["left_out"] and "exclude_spans" not in spec:
-                raise AirflowFailException(
-                    f"family {family.name}: its preprocess spec has no exclude_spans, so it "
-                    f"cannot leave out {[i['span'] for i in screened['left_out']]}")
+            built = Built.of(resolve(stages["preprocess"].build)(
+                ctx, params, {"validate": validation, "window": screened}))
+            problem = left_out_problem(family.name, built, screened)
+            if problem:
+                raise AirflowFailException(problem)
+            spec = built.spec
             overridden = tuple(i["span"] for i in screened["included_by_override"])
             inputs = verify_window(ctx, screened["used"], "preprocess", overridden)
             result = run_stage("preprocess", ctx, params, {}, [
-                *inputs, *config_refs(ctx["config"], family.config_param)], spec=spec,
+                *inputs, *config_refs(ctx.config, family.config_param)], spec=spec,
                 extra_figures={"window_used": screened["used"],
                                "window_left_out": screened["left_out"],
                                "window_included_by_override":
@@ -322,18 +329,18 @@ def make_dag(family: Family):
                 # the bytes the job read are still the validated ones when it ends
                 after=lambda: verify_window(ctx, screened["used"], "preprocess", overridden))
             outlet_events[examples_asset].extra = {
-                "span": ctx["span"], "window": screened["used"],
+                "span": ctx.span, "window": screened["used"],
                 "uri": result["artifact"]["uri"], "fingerprint": result["artifact"]["fingerprint"],
-                "reused_from": result.get("reused_from"), "run_id": ctx["run_id"]}
+                "reused_from": result.get("reused_from"), "run_id": ctx.run_id}
             return {**result, "window_screen": screened}
 
-        def check_examples_custody(ctx: dict, preprocessed: dict) -> None:
+        def check_examples_custody(ctx: RunContext, preprocessed: dict) -> None:
             """The examples were made from the validated bytes of every window day: the
             digests preprocess recorded for its raw inputs are those validation recorded."""
             from retrain.orchestration import custody
             from retrain.orchestration.lineage import read_records
 
-            rec = read_records(ctx["run_dir"]).get("preprocess") or {}
+            rec = read_records(ctx.run_dir).get("preprocess") or {}
             overridden = {i["span"] for i in
                           (preprocessed.get("window_screen") or {}).get("included_by_override", [])}
             for ref in rec.get("inputs", []):
@@ -341,8 +348,8 @@ def make_dag(family: Family):
                     continue
                 day = ref["name"].removeprefix("dt=")
                 expected = custody.validated(
-                    f"{ctx['home']}/runs/{family.name}", day,
-                    run_dir=ctx["run_dir"] if day == ctx["span"] else None)
+                    ctx.history_root, day,
+                    run_dir=ctx.run_dir if day == ctx.span else None)
                 if expected is None or expected["digest"] != ref["fingerprint"]:
                     raise AirflowFailException(
                         f"train: refusing the examples of {rec.get('uri')}: they were made "
@@ -355,23 +362,24 @@ def make_dag(family: Family):
             """Train (or fine-tune) on the preprocessed window; a retry resumes from its
             checkpoints where the trainer keeps them. Reused when inputs, code and params
             match."""
+            ctx = RunContext.from_xcom(ctx)
             check_examples_custody(ctx, preprocessed)
             path, refs = published(ctx) if family.warm_start else (None, [])
             upstream = {"preprocess": preprocessed, "published": path}
-            spec = resolve(stages["train"].build)(ctx, params, upstream)
-            reads_published = path is not None and path in spec.values()
+            built = Built.of(resolve(stages["train"].build)(ctx, params, upstream))
             return run_stage("train", ctx, params, upstream,
-                             [preprocessed["artifact"], *(refs if reads_published else [])],
-                             spec=spec)
+                             [preprocessed["artifact"], *(refs if built.reads_published else [])],
+                             spec=built.spec)
 
         @task(task_id=family.task_id("evaluate"), pool=stages["evaluate"].pool)
         def evaluate(ctx: dict, preprocessed: dict, trained: dict, params=None) -> dict:
             """Candidate against the published model on the same held-out rows; the gate's
             verdict is always recomputed (it depends on what is published now)."""
+            ctx = RunContext.from_xcom(ctx)
             path, refs = published(ctx)
             if family.evaluate_reads == "raw_span":   # the window's held-out raw rows
                 screened = preprocessed.get("window_screen") or {}
-                data = verify_window(ctx, screened.get("used") or [ctx["span"]], "evaluate",
+                data = verify_window(ctx, screened.get("used") or [ctx.span], "evaluate",
                                      tuple(i["span"] for i in
                                            screened.get("included_by_override", [])))
             else:
@@ -387,6 +395,7 @@ def make_dag(family: Family):
         def push(ctx: dict, validation: dict, preprocessed: dict, trained: dict,
                  evaluation: dict, outlet_events=None, dag_run=None) -> dict:
             """Publish a blessed candidate; a rejected one is recorded and left unpublished."""
+            ctx = RunContext.from_xcom(ctx)
             return publish_or_skip(
                 family.name, model_asset, ctx, dag_run=dag_run, outlet_events=outlet_events,
                 evaluation=evaluation, validation=validation, preprocessed=preprocessed,

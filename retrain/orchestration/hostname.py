@@ -9,11 +9,11 @@ Stdlib only: every Airflow process imports it.
 """
 from __future__ import annotations
 
-import os
 import socket
 
 HOSTNAME_ENV = "RETRAIN_HOSTNAME"
 
 
 def task_host() -> str:
-    return os.environ.get(HOSTNAME_ENV, "").strip() or socket.getfqdn()
+    from retrain.common.settings import settings
+    return settings().hostname or socket.getfqdn()

@@ -27,6 +27,7 @@ from pathlib import Path
 from retrain.common.errors import (BAD_DATA, BadDataFailed, StepFailed, disk_full_message,
                                    low_space, out_of_space)
 from retrain.common.processes import PARENT_ENV, die_with_parent, scratch_dir
+from retrain.common.settings import settings
 from retrain.orchestration.step_logs import LineLevels
 from retrain.common.paths import output_dir_of  # noqa: F401  (also the cluster's)
 
@@ -43,7 +44,7 @@ STEP_PYTHON_ENV = "RETRAIN_STEP_PYTHON"
 def step_python() -> str:
     """The interpreter that runs steps: $RETRAIN_STEP_PYTHON, else this process's own.
     A configured path that is not an executable file is a setup error, said at once."""
-    configured = os.environ.get(STEP_PYTHON_ENV, "").strip()
+    configured = settings().step_python
     if not configured:
         return sys.executable
     if not (os.path.isfile(configured) and os.access(configured, os.X_OK)):
@@ -56,9 +57,7 @@ def run_step(module: str, spec: dict, env: dict | None = None) -> dict:
     """Run a step's entry point and return its result; how is configuration
     ($RETRAIN_STEP_LAUNCHER): `subprocess` (default: a child process of the task, with
     RETRAIN_STEP_PYTHON) or `kubernetes` (a pod of the ML image: retrain.orchestration.pod_launch)."""
-    launcher = os.environ.get(LAUNCHER_ENV, "").strip() or "subprocess"
-    if launcher not in LAUNCHERS:
-        raise ValueError(f"{LAUNCHER_ENV}={launcher}: must be one of {LAUNCHERS}")
+    launcher = settings().step_launcher      # a ConfigError names any other value
     if launcher == "kubernetes":
         from retrain.orchestration.pod_launch import run_step_in_pod
         return run_step_in_pod(module, spec, env)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import re
 import ssl
 import time
@@ -50,17 +49,16 @@ class PodSettings:
 
     @classmethod
     def from_env(cls) -> "PodSettings":
-        env, d = os.environ, cls()
+        from retrain.common.settings import settings
+        s, d = settings(), cls()
         ns_file = SA_DIR / "namespace"
         return cls(
-            image=env.get("RETRAIN_STEP_IMAGE", d.image),
-            namespace=env.get("RETRAIN_K8S_NAMESPACE") or (
+            image=s.step_image or d.image,
+            namespace=s.k8s_namespace or (
                 ns_file.read_text().strip() if ns_file.exists() else d.namespace),
-            artifact_claim=env.get("RETRAIN_ARTIFACT_CLAIM", d.artifact_claim),
-            home=env.get("RETRAIN_HOME", d.home),
-            api=env.get("RETRAIN_K8S_API", d.api),
-            node_selector=json.loads(env.get("RETRAIN_STEP_NODE_SELECTOR") or "{}"),
-            resources=json.loads(env.get("RETRAIN_STEP_RESOURCES") or "{}"))
+            artifact_claim=s.artifact_claim or d.artifact_claim,
+            home=s.home or d.home, api=s.k8s_api or d.api,
+            node_selector=dict(s.step_node_selector), resources=dict(s.step_resources))
 
 
 def pod_name(module: str) -> str:

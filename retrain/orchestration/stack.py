@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from retrain.common.atomic import pid_alive
+from retrain.common.settings import settings
 
 REPO = Path(__file__).resolve().parents[2]
 AIRFLOW_COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -455,7 +456,7 @@ def add_cli(subparsers) -> None:
     sub = p.add_subparsers(dest="stack_command", metavar="ACTION", required=True)
     up = sub.add_parser("up", help="install what is missing, start everything, print the UI")
     up.add_argument("--root", default=d.root, help="state, logs, secrets (default %(default)s)")
-    up.add_argument("--retrain-home", default=os.environ.get("RETRAIN_HOME", d.retrain_home),
+    up.add_argument("--retrain-home", default=settings().home or d.retrain_home,
                     help="the artifact root every host mounts (default $RETRAIN_HOME, else "
                          "%(default)s)")
     up.add_argument("--airflow-venv", default=d.airflow_venv,

@@ -20,6 +20,7 @@ from retrain.orchestration.families import FAMILIES, STAGES, resolve
 from retrain.common.registry import Registry
 from retrain.orchestration.dag_factory import family_params, make_dag
 from retrain.orchestration.lineage_query import chain
+from retrain.common.run_context import Built, RunContext
 
 from dag_helpers import environ, task_states, walk
 
@@ -36,14 +37,12 @@ def _families():
 def test_factory_specs_match_each_steps_spec_fields(family):
     params = {name: p.value for name, p in family_params(family).items()}
     params.update(window_days=3, eval_percent=20)
-    ctx = {"family": family.name, "span": "2026-11-02", "home": "/h", "run_id": "r",
-           "raw_root": "/raw", "span_dir": "/raw/dt=2026-11-02", "config": "",
-           "quarantine_dir": "/q", "run_dir": "/h/runs/r", "shadow": False}
+    ctx = RunContext.create(family.name, "2026-11-02", "/h", "r", raw_root="/raw")
     upstream = {"validate": {}, "preprocess": {"output_dir": "/p"},
                 "train": {"model_dir": "/m"}, "published": "/registry/v1"}
     for stage in STAGES:
         desc = family.stages[stage]
-        spec = resolve(desc.build)(ctx, params, upstream)
+        spec = Built.of(resolve(desc.build)(ctx, params, upstream)).spec
         fields = {f.name: f for f in dataclasses.fields(resolve(desc.spec_class))}
         unknown = set(spec) - set(fields)
         assert not unknown, f"{family.name}.{stage} passes unknown fields {unknown}"

@@ -119,8 +119,8 @@ def test_push_against_a_baseline_that_is_no_longer_current_is_refused(
     from airflow.sdk.exceptions import AirflowFailException
 
     from retrain.orchestration.dag_defaults import publish_or_skip
-    ctx = {"home": str(tmp_path), "run_dir": str(tmp_path / "run"), "run_id": "run-1",
-           "span": "2026-11-03", "span_dir": str(span_dir), "shadow": False}
+    from retrain.common.run_context import RunContext
+    ctx = RunContext.create("ctr", "2026-11-03", tmp_path, "run-1", raw_root=span_dir.parent)
     with pytest.raises(AirflowFailException, match=r"no longer current \(expected current: "
                                                    r"version 2; actual current: version 1;"):
         publish_or_skip("ctr", "ctr_model", ctx,

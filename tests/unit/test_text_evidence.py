@@ -18,6 +18,7 @@ from components.text import stages
 from components.text import task_config as T
 from components.text.evaluate import (TextEvaluateSpec, _with_run_overrides, model_metrics,
                                       paired_intervals, task_rules)
+from retrain.common.run_context import RunContext
 
 TOPICS = ["Bottoms", "Dresses", "Trend"]
 
@@ -105,7 +106,7 @@ def test_a_task_with_no_labelled_eval_text_fails_the_evidence_rules():
 def test_the_text_params_reach_the_evaluate_spec():
     params = {"dev_examples": 0, "min_eval_rows": 50, "min_eval_positives": 1,
               "max_train_examples": 10, "classical_max_train_examples": 30}
-    spec = stages.evaluate({"run_dir": "/r"}, params, {
+    spec = stages.evaluate(RunContext.create("text", "2026-12-01", "/h", "r"), params, {
         "preprocess": {"output_dir": "/p", "rows_eval": 400}, "train": {"model_dir": "/m"},
         "published": None})
     assert TextEvaluateSpec(**spec).min_eval_rows == 50
