@@ -102,7 +102,7 @@ def publish_or_skip(model_name: str, asset, ctx: RunContext, *, dag_run, outlet_
 
     try:
         summary = publish_if_blessed(
-            model_name=model_name, registry_root=f"{ctx.home}/registry",
+            model_name=model_name, registry_root=f"{ctx.home}/registry", home=ctx.home,
             run_dir=ctx.run_dir, dag_id=dag_run.dag_id, run_id=ctx.run_id,
             span=ctx.span, span_dir=ctx.span_dir, evaluation=evaluation,
             shadow=ctx.shadow, headline=headline, **publish_kwargs)

@@ -33,7 +33,7 @@ def publish_if_blessed(*, model_name: str, registry_root: str, run_dir: str, dag
                        headline: tuple[str, ...] = ("auc", "log_loss"),
                        extra_metadata: dict | None = None,
                        baseline_version: int | None = _FROM_EVALUATION,  # type: ignore[assignment]
-                       ) -> dict:
+                       home: str | None = None) -> dict:
     """Returns the run summary; `summary["published"]` is None when nothing was published
     (rejected by the gate, or a shadow run, which never publishes).
 
@@ -45,7 +45,10 @@ def publish_if_blessed(*, model_name: str, registry_root: str, run_dir: str, dag
     `evaluation["baseline_version"]` as the DAG's evaluate task records it. The publish
     succeeds only if that version is still current; otherwise `StaleBaseline` is raised
     (forced or not: a decision made on stale facts is refused, never applied) after the
-    refusal is written to the summary as `publish_refused`."""
+    refusal is written to the summary as `publish_refused`. The serving check runs through
+    the tracked launcher like every step (a `serving_check` lineage record whose input is
+    the candidate), never reused; `home`: the artifact root (default: the registry's
+    parent, as `retrain.common.paths` lays them out)."""
     summary = {"dag_id": dag_id, "run_id": run_id, "span": span, "validation": validation,
                "preprocess": preprocessed, "train": trained, "evaluation": evaluation,
                "code_version": code_version(), "published": None, "shadow": shadow}
@@ -53,11 +56,20 @@ def publish_if_blessed(*, model_name: str, registry_root: str, run_dir: str, dag
     if shadow or not evaluation["blessed"]:
         write_json(summary_path, summary)
         return summary
+    out_dir = f"{run_dir}/serving_check"
+
+    def check_step(module: str, spec: dict) -> dict:   # the check's folder is its artifact
+        return {**run_step(module, spec), "out_dir": spec["out_dir"]}
+
     try:
-        check = run_step(serving_check_module, {
-            "model_dir": trained["model_dir"],
-            "eval_dir": str(Path(evaluation["eval_uri"]).parent),
-            "out_dir": f"{run_dir}/serving_check"})
+        check = lineage.run_tracked(
+            "serving_check", serving_check_module,
+            {"model_dir": trained["model_dir"],
+             "eval_dir": str(Path(evaluation["eval_uri"]).parent), "out_dir": out_dir},
+            home=home or str(Path(registry_root).parent), family=model_name,
+            run_dir=run_dir, inputs=[a for a in (trained.get("artifact"),) if a],
+            uri_key="out_dir", artifact_type="serving_check",
+            figures=("latency", "max_abs_diff"), reuse=False, runner=check_step)
     except StepFailed as e:
         summary["serving_check"] = {"passed": False, "error": str(e)}
         write_json(summary_path, summary)

@@ -37,6 +37,13 @@ def test_blessed_model_is_published_with_its_lineage(tmp_path, span_dir, preproc
     assert meta["run_id"] == "run-1" and meta["inputs"]["raw_span"] == str(span_dir)
     assert meta["metrics"]["auc"] == summary["published"]["auc"]
     assert json.loads((tmp_path / "run" / SUMMARY_FILE).read_text())["published"]["version"] == 1
+    # The serving check went through the tracked launcher like every step: it is in the
+    # run's lineage (and so in the copy the registry keeps), with its figures.
+    from retrain.orchestration import lineage
+    check = lineage.read_records(tmp_path / "run")["serving_check"]
+    assert check["type"] == "serving_check" and check["uri"] == str(tmp_path / "run" / "serving_check")
+    assert "latency" in check["figures"] and check["reused"] is False
+    assert "serving_check" in meta["lineage"]
 
 
 def test_rejected_candidate_is_recorded_not_published(tmp_path, span_dir, preprocessed, trained):
