@@ -37,6 +37,7 @@ from retrain.common.atomic import atomic_dir, read_json, write_json
 from retrain.common.errors import ValidationFailed  # noqa: F401  (raised here)
 from retrain.common.jsonable import jsonable as _jsonable
 from retrain.common.step import main
+from retrain.common.verdict import check_override, decide
 from retrain.common import paths
 from components.ctr.validation_rules import (DOMAINS_SUITE, ERROR, SAMPLE_SUITE,  # noqa: F401
                                          STATS_SUITE, SUITE_VERSION, WARNING, THRESHOLD_FIELDS,
@@ -132,12 +133,11 @@ def run(spec: ValidateSpec) -> dict:
         if summary["data_docs_pages"]:
             summary["data_docs_pages"] = {k: str(out_dir / DOCS_DIR / v)
                                           for k, v in summary["data_docs_pages"].items()}
-        failed = not summary["success"]
-        not_named = _not_overridden(spec, summary)
-        summary["gate"] = ("overridden" if failed and spec.override_reason and not not_named
-                           else "failed" if failed else "passed")
-        summary["not_overridden"] = not_named
-        summary["override_reason"] = spec.override_reason if failed else None
+        verdict = decide(summary["success"], [f["rule"] for f in summary["failed"]],
+                         spec.override_reason, spec.override_rules)
+        summary["gate"] = verdict.gate
+        summary["not_overridden"] = verdict.not_overridden
+        summary["override_reason"] = verdict.override_reason
         summary["quarantine"] = _quarantine(spec, summary)
         write_json(tmp / SUMMARY_FILE, _jsonable(summary))
         write_json(tmp / GX_RESULT_FILE, _jsonable(gx_results))
@@ -181,15 +181,6 @@ def compute_stats(span_dir: Path, out: Path, sample_rows: int = 10_000,
     return read_json(out / span_stats.STATS_FILE)
 
 
-def _not_overridden(spec: ValidateSpec, summary: dict) -> list[str]:
-    """Failed error rules the override does not name (a named override lets only its
-    rules through; a blanket one, all)."""
-    if not spec.override_reason or spec.override_rules is None:
-        return []
-    named = set(spec.override_rules)
-    return sorted({f["rule"] for f in summary["failed"]} - named)
-
-
 _SPEC_TO_CONFIG = {"min_click_rate": "min_label_rate", "max_click_rate": "max_label_rate"}
 
 
@@ -223,8 +214,7 @@ def _check_spec(spec: ValidateSpec) -> None:
                 or cfg["metric"] not in ("js", "linf", "psi", "ks"):
             raise ValueError(f"drift_thresholds[{feature!r}] must be {{metric: js|linf|psi|ks, "
                              f"max: number, severity: error|warning}}, got {cfg!r}")
-    if spec.override_reason is not None and not str(spec.override_reason).strip():
-        raise ValueError("override_reason must say why (empty string given)")
+    check_override(spec.override_reason)
 
 
 def _find_parts(span_dir: Path, require_marker: bool) -> list[Path]:

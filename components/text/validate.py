@@ -46,6 +46,7 @@ from retrain.common.atomic import atomic_dir, write_json
 from retrain.common.errors import BadData, ValidationFailed
 from retrain.common.jsonable import jsonable as _jsonable
 from retrain.common.step import main
+from retrain.common.verdict import check_override, decide
 from components.text import rawdata
 from components.text import task_config as T
 
@@ -234,8 +235,7 @@ def unknown_token_check(cfg: T.TextConfig, texts: list[str]) -> dict:
 
 def run(spec: TextValidateSpec) -> dict:
     """Validate one labelled text span; write the report; raise ValidationFailed if bad."""
-    if spec.override_reason is not None and not str(spec.override_reason).strip():
-        raise ValueError("override_reason must say why (empty string given)")
+    check_override(spec.override_reason)
     cfg = T.load_for(spec.text_config)
     span_dir = Path(spec.span_dir)
     parts = rawdata.span_parts(span_dir, spec.require_success_marker)
@@ -274,14 +274,13 @@ def run(spec: TextValidateSpec) -> dict:
     for f in failed:
         f["rule"] = f"{f['expectation']}:{f['column']}" if f["column"] else f["expectation"]
     success = not failed and not schema_diffs
-    not_named = (sorted({f["rule"] for f in failed} - set(spec.override_rules))
-                 if spec.override_reason and spec.override_rules is not None else [])
-    gate = ("passed" if success else "overridden" if spec.override_reason and not not_named
-            else "failed")
+    verdict = decide(success, [f["rule"] for f in failed], spec.override_reason,
+                     spec.override_rules)
+    gate, not_named = verdict.gate, verdict.not_overridden
     summary = _jsonable({
         "span_dir": str(span_dir), "span": span_dir.name, "parts": [p.name for p in parts],
         "rows": int(len(df)), "success": success, "gate": gate,
-        "override_reason": spec.override_reason if not success else None,
+        "override_reason": verdict.override_reason,
         "not_overridden": not_named, "parts_schema_diffs": schema_diffs,
         "n_expectations": len(compact) + 1, "n_failed": len(failed), "failed": failed,
         "results": compact, "label_counts": label_counts, "unknown_tokens": unk,
