@@ -34,26 +34,25 @@ from pathlib import Path
 from typing import Any
 
 from retrain.common.errors import ConfigError
+from retrain.common.settings import env_name, path_list, settings
 
 URL_SCHEMES = ("gs://", "s3://", "hdfs://", "abfs://", "az://")
-DATA_ROOTS_ENV = "RETRAIN_ALLOWED_DATA_ROOTS"
-CONFIG_ROOTS_ENV = "RETRAIN_CONFIG_ROOTS"
+DATA_ROOTS_ENV = env_name("allowed_data_roots")
+CONFIG_ROOTS_ENV = env_name("config_roots")
 # The step package beside this one (a checkout or site-packages): its bundled config folders.
 COMPONENTS = Path(__file__).resolve().parents[2] / "components"
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 NAME_CAP = 40          # longest key or name a message shows
 
 
-def _env_roots(variable: str) -> list[Path]:
-    """The folders of a path-list setting (RETRAIN_ALLOWED_DATA_ROOTS, RETRAIN_CONFIG_ROOTS)."""
-    from retrain.common.settings import path_list, settings
-    value = getattr(settings(), variable.removeprefix("RETRAIN_").lower())
-    return [Path(p).resolve() for p in path_list(value)]
+def _setting_roots(field: str) -> list[Path]:
+    """The folders of a path-list setting (allowed_data_roots, config_roots)."""
+    return [Path(p).resolve() for p in path_list(getattr(settings(), field))]
 
 
 def allowed_roots() -> list[Path]:
     """Folders a run's `raw_root` (and config file) may lie in; empty: anywhere."""
-    return _env_roots(DATA_ROOTS_ENV)
+    return _setting_roots("allowed_data_roots")
 
 
 @functools.lru_cache(maxsize=1)
@@ -76,7 +75,7 @@ def allowed_config_roots(data_roots: list[Path] | None = None) -> list[Path]:
     RETRAIN_CONFIG_ROOTS and the data roots (RETRAIN_ALLOWED_DATA_ROOTS)."""
     data_roots = allowed_roots() if data_roots is None else data_roots
     out: list[Path] = []
-    for root in (*bundled_config_roots(), *_env_roots(CONFIG_ROOTS_ENV), *data_roots):
+    for root in (*bundled_config_roots(), *_setting_roots("config_roots"), *data_roots):
         if root not in out:
             out.append(root)
     return out
@@ -96,7 +95,6 @@ def check(span: dt.date, *, raw_root: str | None, config: str | None, config_par
     checked, and a config outside them is refused before it is looked at."""
     today = today or dt.datetime.now(dt.timezone.utc).date()
     if max_future_days is None:
-        from retrain.common.settings import settings
         max_future_days = settings().max_future_days
     roots = allowed_roots() if roots is None else roots
     cfg_roots = allowed_config_roots(roots) if config_roots is None else config_roots
