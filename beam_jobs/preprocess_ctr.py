@@ -441,7 +441,8 @@ def read_parquet_batches(path: str, batch_size: int, layout: RawLayout | None = 
         yield from _parquet_batches(path, batch_size, layout)
     except (pa.ArrowException, OSError) as e:   # Arrow's messages name no file; a corrupt
         # page is an OSError there ("Corrupt snappy compressed data"): bad data, not I/O
-        raise ValueError(f"{path}: corrupt or unreadable Parquet ({type(e).__name__}: {e})") from e
+        raise rawfiles.CorruptPart(f"{path}: corrupt or unreadable Parquet "
+                                   f"({type(e).__name__}: {e})") from e
 
 
 def _parquet_batches(path: str, batch_size: int, layout: RawLayout | None):

@@ -1,4 +1,4 @@
-"""Statistics of one raw span in a single Beam pass, in bounded memory, for validation.
+"""Statistics of raw spans in a single Beam pass, in bounded memory, for validation.
 
 A day of logs can be far larger than a worker's memory, so validation never loads the
 span: this job streams every Parquet row group as Arrow record batches, turns each batch
@@ -22,7 +22,9 @@ sees every column, as it does for Parquet. Parts are checked as preprocessing ch
 them (`retrain.common.rawfiles`): none outside the raw root, none empty, none changed
 while read.
 
-Writes `<output>/stats.json` and `<output>/sample.parquet` atomically.
+Writes `<output>/stats.json` and `<output>/sample.parquet` atomically. Several spans
+(`--span-dir` repeated: the older days of a window no run has validated yet) share one
+pipeline, grouped by span, each written to `<output>/<span folder>/`.
 
     python -m beam_jobs.span_stats --span-dir var/raw/ctr/dt=2026-11-07 \\
         --output-dir /tmp/stats --runner=DirectRunner
@@ -346,7 +348,8 @@ class SpanStatsFn(beam.CombineFn):
 
 
 class ReadBatches(beam.DoFn):
-    """(file, row group) -> (file name, batch key, Arrow record batch, rejected records).
+    """(span, file, row group) -> (span, (file name, batch key, Arrow record batch,
+    rejected records)).
     JSONL parts (row group -1) are read whole with the preprocessing job's reader: the
     config's columns (and extra columns), every other field as JSON text (so the schema
     rule sees it), records it cannot use counted by reason (the rejected-rate rule)."""
@@ -359,7 +362,11 @@ class ReadBatches(beam.DoFn):
         self.rows = beam.metrics.Metrics.counter("span_stats", "rows_read")
 
     def process(self, item):
-        path, row_group = item
+        span, path, row_group = item
+        for element in self._batches(path, row_group):
+            yield span, element
+
+    def _batches(self, path: str, row_group: int):
         if row_group < 0:
             from beam_jobs.preprocess_ctr import RawLayout, default_layout, read_jsonl_batches
             layout = (RawLayout(self.columns, self.label, self.example_id, self.limits)
@@ -380,8 +387,8 @@ class ReadBatches(beam.DoFn):
                 self.rows.inc(batch.num_rows)
                 yield Path(path).name, f"{Path(path).name}:{row_group}:{i}", batch, []
         except (pa.ArrowException, OSError) as e:   # Arrow's messages name no file
-            raise ValueError(f"{path}: corrupt or unreadable Parquet ({type(e).__name__}: "
-                             f"{e})") from e
+            raise rawfiles.CorruptPart(f"{path}: corrupt or unreadable Parquet "
+                                       f"({type(e).__name__}: {e})") from e
 
 
 # --------------------------------------------------------------------------- output
@@ -474,7 +481,7 @@ def work_items(span_dir: Path, limits: RecordLimits = RecordLimits()) -> list[tu
         try:
             meta = pq.ParquetFile(p).metadata
         except (OSError, pa.ArrowException) as e:
-            raise ValueError(f"cannot read parquet part {p}: {e}") from e
+            raise rawfiles.CorruptPart(f"cannot read parquet part {p}: {e}") from e
         limits.check_part_bytes(p, parquet_bytes(meta))
         n = meta.num_row_groups
         items += [(str(p), rg) for rg in range(n)]
@@ -482,14 +489,16 @@ def work_items(span_dir: Path, limits: RecordLimits = RecordLimits()) -> list[tu
 
 
 class _Write(beam.DoFn):
-    def __init__(self, cfg: StatsConfig, span_dir: str, output_dir: str):
-        self.cfg, self.span_dir, self.output_dir = cfg, span_dir, output_dir
+    def __init__(self, cfg: StatsConfig, spans: dict[str, tuple[str, str]]):
+        self.cfg, self.spans = cfg, spans
 
-    def process(self, acc):
+    def process(self, keyed):
         from retrain.common.atomic import atomic_dir, write_json
 
-        stats, sample = finalize(acc, self.cfg, self.span_dir)
-        with atomic_dir(self.output_dir) as tmp:
+        span, acc = keyed
+        span_dir, output_dir = self.spans[span]
+        stats, sample = finalize(acc, self.cfg, span_dir)
+        with atomic_dir(output_dir) as tmp:
             pq.write_table(sample, tmp / SAMPLE_FILE)
             write_json(tmp / STATS_FILE, stats)
         yield stats["rows"]
@@ -501,7 +510,10 @@ class _Write(beam.DoFn):
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--span-dir", required=True, help="folder holding part-*.parquet")
+    p.add_argument("--span-dir", required=True, action="append",
+                   help="folder holding part-*.parquet; repeat it to compute several spans "
+                        "in one pass (each span's statistics then go to "
+                        "<output-dir>/<span folder name>/)")
     p.add_argument("--output-dir", required=True, help="where stats.json + sample.parquet go")
     d = StatsConfig()
     p.add_argument("--sample-rows", type=int, default=d.sample_rows,
@@ -519,18 +531,24 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     return p.parse_known_args(argv)
 
 
-def build(pipeline, span_dir: str, output_dir: str, cfg: StatsConfig, items=None):
-    items = work_items(Path(span_dir), cfg.limits) if items is None else items
+def build(pipeline, spans: dict[str, tuple[str, str]], cfg: StatsConfig, items=None):
+    """`spans`: {span name: (span folder, output folder)}; `items`: (span name, part, row
+    group) work items. Batches are grouped by span, so one pipeline start serves any
+    number of days (a window's first run validates all its older days in one pass)."""
+    if items is None:
+        items = [(span, *item) for span, (span_dir, _) in spans.items()
+                 for item in work_items(Path(span_dir), cfg.limits)]
     return (pipeline
             | "RowGroups" >> beam.Create(items)
             | "ReadBatches" >> beam.ParDo(ReadBatches(cfg.batch_size, cfg.columns, cfg.label,
                                                           cfg.example_id, cfg.limits))
-            | "Stats" >> beam.CombineGlobally(SpanStatsFn(cfg))
-            | "Write" >> beam.ParDo(_Write(cfg, span_dir, output_dir)))
+            | "Stats" >> beam.CombinePerKey(SpanStatsFn(cfg))
+            | "Write" >> beam.ParDo(_Write(cfg, spans)))
 
 
 def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
-    """Compute and write the span's statistics; return a short summary."""
+    """Compute and write the statistics of one span, or of several in one pass (all or
+    nothing: any span's refusal fails the job); return a short summary."""
     args, beam_args = parse_args(argv)
     from components.ctr import feature_config
     roles = column_roles(feature_config.load_for(args.feature_config))
@@ -540,34 +558,57 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     for name, value in dataclasses.asdict(cfg).items():
         if isinstance(value, int) and name != "seed" and value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
-    span_dir = Path(args.span_dir)
-    if not span_dir.is_dir():
-        raise FileNotFoundError(f"span directory does not exist: {span_dir}")
-    out = Path(args.output_dir).resolve()
-    if out == span_dir.resolve() or out in span_dir.resolve().parents:
-        raise ValueError(f"--output-dir {args.output_dir} holds the span {span_dir}: "
-                         "writing it would replace the raw data")
+    spans = _outputs(args.span_dir, args.output_dir)
     options = PipelineOptions(beam_args)
     options.view_as(SetupOptions).save_main_session = save_main_session
-    items = work_items(span_dir, cfg.limits)
-    inputs = rawfiles.snapshot(sorted({p for p, _ in items}), span_dir.parent)
+    items, inputs = [], {}
+    for span, (span_dir, _) in spans.items():
+        found = work_items(Path(span_dir), cfg.limits)
+        items += [(span, *item) for item in found]
+        inputs.update(rawfiles.snapshot(sorted({p for p, _ in found}), Path(span_dir).parent))
     t0 = time.perf_counter()
     with runner.pipeline(options) as pipeline:
-        build(pipeline, str(span_dir), args.output_dir, cfg, items)
+        build(pipeline, spans, cfg, items)
     try:
         rawfiles.verify_unchanged(inputs)
     except rawfiles.ChangedWhileRead:   # statistics of a part still being written
-        shutil.rmtree(args.output_dir, ignore_errors=True)
+        for _, output_dir in spans.values():
+            shutil.rmtree(output_dir, ignore_errors=True)
         raise
     seconds = time.perf_counter() - t0
-    stats_path = Path(args.output_dir) / STATS_FILE
-    with open(stats_path) as f:
-        rows = json.load(f)["rows"]
-    summary = {"stats": str(stats_path), "sample": str(Path(args.output_dir) / SAMPLE_FILE),
-               "rows": rows, "seconds": round(seconds, 3),
-               "rows_per_second": round(rows / max(seconds, 1e-9))}
-    log.info("span stats: %s", json.dumps(summary))
+    rows = {span: json.loads((Path(out) / STATS_FILE).read_text())["rows"]
+            for span, (_, out) in spans.items()}
+    total = sum(rows.values())
+    summary = {"spans": {span: {"stats": str(Path(out) / STATS_FILE),
+                                "sample": str(Path(out) / SAMPLE_FILE), "rows": rows[span]}
+                         for span, (_, out) in spans.items()},
+               "rows": total, "seconds": round(seconds, 3),
+               "rows_per_second": round(total / max(seconds, 1e-9))}
+    if len(spans) == 1:
+        summary.update(next(iter(summary.pop("spans").values())))
+    log.info("span stats: %d span(s), %d rows in %.1fs", len(spans), total, seconds)
     return summary
+
+
+def _outputs(span_dirs: list[str], output_dir: str) -> dict[str, tuple[str, str]]:
+    """{span name: (span folder, its output folder)}; refuses an output inside a span."""
+    spans: dict[str, tuple[str, str]] = {}
+    for given in span_dirs:
+        span_dir = Path(given)
+        if not span_dir.is_dir():
+            raise FileNotFoundError(f"span directory does not exist: {span_dir}")
+        if span_dir.name in spans:
+            raise ValueError(f"--span-dir {span_dir} is given twice (or two spans share "
+                             f"the folder name {span_dir.name})")
+        out = Path(output_dir) if len(span_dirs) == 1 else Path(output_dir) / span_dir.name
+        spans[span_dir.name] = (str(span_dir), str(out))
+    for _, out in spans.values():
+        for raw in (Path(d).resolve() for d, _ in spans.values()):
+            resolved = Path(out).resolve()
+            if resolved == raw or resolved in raw.parents:
+                raise ValueError(f"--output-dir {output_dir} holds the span {raw}: "
+                                 "writing it would replace the raw data")
+    return spans
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ import dataclasses
 import datetime as dt
 import logging
 import math
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -39,6 +40,7 @@ from retrain.common.jsonable import jsonable as _jsonable
 from retrain.common.step import main
 from retrain.common.verdict import check_override, decide
 from retrain.common import paths
+from components.gx_session import GxSession, ephemeral_context, import_gx
 from components.ctr.validation_rules import (DOMAINS_SUITE, ERROR, SAMPLE_SUITE,  # noqa: F401
                                          STATS_SUITE, SUITE_VERSION, WARNING, THRESHOLD_FIELDS,
                                          build_suites)
@@ -90,8 +92,16 @@ class ValidateSpec:
 # --------------------------------------------------------------------------- the step
 
 
-def run(spec: ValidateSpec) -> dict:
-    """Validate one raw CTR span; write the report; raise ValidationFailed if it fails."""
+def run(spec: ValidateSpec, *, stats_from: Path | None = None,
+        references: dict[dt.date, Path] | None = None,
+        session: GxSession | None = None) -> dict:
+    """Validate one raw CTR span; write the report; raise ValidationFailed if it fails.
+
+    A window pass (`components.ctr.validate_window`) hands in what it computed once for
+    all its days: `stats_from`, this span's statistics folder; `references`, statistics
+    of days outside the pass that drift is measured against; `session`, a shared GX
+    context. Then Data Docs are built only for a span that does not pass (the summary and
+    gx_result.json hold every result either way)."""
     spec = with_thresholds(spec)
     _check_spec(spec)
     span_dir = Path(spec.span_dir)
@@ -100,19 +110,27 @@ def run(spec: ValidateSpec) -> dict:
     out_dir = Path(spec.out_dir)
     with atomic_dir(out_dir) as tmp:
         try:
-            stats = compute_stats(span_dir, tmp / STATS_DIR, spec.sample_rows,
-                                  spec.feature_config)
+            if stats_from is not None:
+                shutil.copytree(stats_from, tmp / STATS_DIR)
+                stats = read_json(tmp / STATS_DIR / "stats.json")
+            else:
+                stats = compute_stats(span_dir, tmp / STATS_DIR, spec.sample_rows,
+                                      spec.feature_config)
         except quarantine.UNREADABLE as e:   # a part refused as data: no retry mends it
             quarantine.refuse_unreadable(spec.quarantine_dir, span_dir, spec.run_id, e)
             raise
         t_stats = time.perf_counter()
-        previous, history, notes = _history(spec, span_dir, tmp / "reference")
-        _import_gx()
+        previous, history, notes = _history(spec, span_dir, tmp / "reference", references)
+        import_gx()
         t_import = time.perf_counter()
         overlap = _overlap(stats, previous)
+        docs_now = spec.data_docs and session is None
         summary, gx_results = _validate(spec, stats, previous, history, overlap,
-                                        tmp / STATS_DIR, tmp / DOCS_DIR if spec.data_docs
-                                        else None)
+                                        tmp / STATS_DIR, tmp / DOCS_DIR if docs_now
+                                        else None, session)
+        if spec.data_docs and not docs_now and not summary["success"]:
+            summary, gx_results = _validate(spec, stats, previous, history, overlap,
+                                            tmp / STATS_DIR, tmp / DOCS_DIR)
         t_gx = time.perf_counter()
         summary.update(
             span_dir=str(span_dir), span=span_dir.name, parts=[p.name for p in parts],
@@ -126,7 +144,8 @@ def run(spec: ValidateSpec) -> dict:
             parts_schema_diffs=_parts_schema_diffs(stats),
             stats=str(out_dir / STATS_DIR / "stats.json"),
             sample=str(out_dir / STATS_DIR / "sample.parquet"),
-            data_docs=(str(out_dir / DOCS_DIR / "index.html") if spec.data_docs else None),
+            data_docs=(str(out_dir / DOCS_DIR / "index.html") if (tmp / DOCS_DIR).is_dir()
+                       else None),
             spec=dataclasses.asdict(spec),
             seconds={"stats": round(t_stats - t0, 3), "import": round(t_import - t_stats, 3),
                      "validate": round(t_gx - t_import, 3)})
@@ -266,8 +285,10 @@ def find_stats(history_root: Path, day: dt.date) -> dict | None:
     return read_json(best[1]) if best else None
 
 
-def _history(spec: ValidateSpec, span_dir: Path, ref_dir: Path):
-    """(previous span's stats or None, recent spans' stats, notes)."""
+def _history(spec: ValidateSpec, span_dir: Path, ref_dir: Path,
+             references: dict[dt.date, Path] | None = None):
+    """(previous span's stats or None, recent spans' stats, notes). `references`: stats
+    folders a window pass already computed for days with no validated stats."""
     notes: list[str] = []
     day = _span_date(span_dir)
     if day is None:
@@ -279,7 +300,11 @@ def _history(spec: ValidateSpec, span_dir: Path, ref_dir: Path):
         found = find_stats(root, d) if root else None
         if found is None and k == 1 and spec.compute_previous:
             prev_dir = Path(paths.partition(span_dir.parent, d))
-            if (prev_dir / SUCCESS_MARKER).exists() and _parts(prev_dir):
+            if d in (references or {}):
+                found = read_json(references[d] / "stats.json")
+                notes.append(f"previous span {d} had no validated stats: computed them "
+                             f"(in this window pass)")
+            elif (prev_dir / SUCCESS_MARKER).exists() and _parts(prev_dir):
                 found = compute_stats(prev_dir, Path(paths.partition(ref_dir, d)),
                                       spec.sample_rows, spec.feature_config)
                 notes.append(f"previous span {d} had no validated stats: computed them "
@@ -309,19 +334,12 @@ def _overlap(stats: dict, previous: dict | None) -> float | None:
 # --------------------------------------------------------------------------- GX
 
 
-def _import_gx() -> None:
-    """Import GX (about 5-9 s here) with its import-time INFO chatter quietened."""
-    logging.getLogger("great_expectations").setLevel(logging.WARNING)
-    import great_expectations  # noqa: F401
-    logging.getLogger("great_expectations.data_context.types.base").setLevel(logging.WARNING)
-
-
-def _validate(spec, stats, previous, history, overlap, stats_dir: Path, docs_dir: Path | None):
-    import great_expectations as gx
+def _validate(spec, stats, previous, history, overlap, stats_dir: Path, docs_dir: Path | None,
+              session: GxSession | None = None):
+    """The suites' results on the span's tables. Data Docs (docs_dir) need GX checkpoints
+    with a docs action; without them a shared session validates each table directly."""
     import pandas as pd
     import pyarrow.parquet as pq
-    from great_expectations.core.run_identifier import RunIdentifier
-    from great_expectations.data_context.types.base import ProgressBarsConfig
 
     from components.ctr import feature_config
     from components.ctr.validation_rules import domains_table, rules_for, stats_row
@@ -335,18 +353,27 @@ def _validate(spec, stats, previous, history, overlap, stats_dir: Path, docs_dir
         SAMPLE_SUITE: sample.to_pandas(),
     }
     suites = build_suites(spec, previous, history, rules)
+    result_format = {"result_format": "SUMMARY", "partial_unexpected_count": PARTIAL_UNEXPECTED}
+    if docs_dir is None:
+        session = session or GxSession(stats.get("span", "span"))
+        results = {name: session.validate(name, suite, tables[name], result_format)
+                   for name, suite in suites.items()}
+        return _summary(stats, suites, tables, results, row, rules, {})
+    results, pages = _validate_with_docs(spec, stats, suites, tables, docs_dir, result_format)
+    return _summary(stats, suites, tables, results, row, rules, pages)
 
-    context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = ProgressBarsConfig(globally=False,
-                                                         metric_calculations=False)
-    actions = []
-    if docs_dir is not None:
-        context.add_data_docs_site(site_name="run", site_config={
-            "class_name": "SiteBuilder",
-            "store_backend": {"class_name": "TupleFilesystemStoreBackend",
-                              "base_directory": str(docs_dir)},
-            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}})
-        actions.append(gx.checkpoint.UpdateDataDocsAction(name="data_docs", site_names=["run"]))
+
+def _validate_with_docs(spec, stats, suites, tables, docs_dir: Path, result_format: dict):
+    import great_expectations as gx
+    from great_expectations.core.run_identifier import RunIdentifier
+
+    context = ephemeral_context()
+    context.add_data_docs_site(site_name="run", site_config={
+        "class_name": "SiteBuilder",
+        "store_backend": {"class_name": "TupleFilesystemStoreBackend",
+                          "base_directory": str(docs_dir)},
+        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}})
+    actions = [gx.checkpoint.UpdateDataDocsAction(name="data_docs", site_names=["run"])]
     source = context.data_sources.add_pandas(stats.get("span", "span"))
     results, pages = {}, {}
     run_name = spec.run_id or f"validate-{time.strftime('%Y%m%dT%H%M%S')}"
@@ -356,21 +383,22 @@ def _validate(spec, stats, previous, history, overlap, stats_dir: Path, docs_dir
             name=name, data=batch, suite=context.suites.add(suite)))
         cp = context.checkpoints.add(gx.Checkpoint(
             name=f"{name}_checkpoint", validation_definitions=[vd], actions=actions,
-            result_format={"result_format": "SUMMARY",
-                           "partial_unexpected_count": PARTIAL_UNEXPECTED}))
+            result_format=result_format))
         res = cp.run(batch_parameters={"dataframe": tables[name]},
                      run_id=RunIdentifier(run_name=run_name))
         for ident, vr in res.run_results.items():
             results[name] = vr
-            if docs_dir is not None:
-                pages[name] = _docs_page(docs_dir, ident)
-    if docs_dir is not None:
-        _prune_docs(docs_dir)
-        online = docs_assets.localize(docs_dir)
-        if online:
-            log.warning("Data Docs still load %d asset(s) from the network, so they need it "
-                        "to render (`python -m retrain.common.docs_assets fetch` caches "
-                        "them): %s", len(online), ", ".join(online))
+            pages[name] = _docs_page(docs_dir, ident)
+    _prune_docs(docs_dir)
+    online = docs_assets.localize(docs_dir)
+    if online:
+        log.warning("Data Docs still load %d asset(s) from the network, so they need it "
+                    "to render (`python -m retrain.common.docs_assets fetch` caches "
+                    "them): %s", len(online), ", ".join(online))
+    return results, pages
+
+
+def _summary(stats, suites, tables, results, row, rules, pages):
     compact = [c for name in suites for c in (_compact(r, name, tables[name])
                                               for r in results[name].results)]
     errors = [c for c in compact if not c["success"] and c["severity"] == ERROR]

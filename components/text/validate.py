@@ -47,6 +47,7 @@ from retrain.common.errors import BadData, ValidationFailed
 from retrain.common.jsonable import jsonable as _jsonable
 from retrain.common.step import main
 from retrain.common.verdict import check_override, decide
+from components.gx_session import GxSession, import_gx
 from components.text import rawdata
 from components.text import task_config as T
 
@@ -92,13 +93,6 @@ def derived_columns(df, cfg: T.TextConfig):
     return out
 
 
-def _import_gx() -> None:
-    # GX logs hundreds of INFO lines at import; our own messages say what happened.
-    logging.getLogger("great_expectations").setLevel(logging.WARNING)
-    import great_expectations  # noqa: F401
-    logging.getLogger("great_expectations.data_context.types.base").setLevel(logging.WARNING)
-
-
 def _read_span(parts: list[Path], cfg: T.TextConfig):
     """The span as canonical rows (id, text, one label column per task), the raw columns
     it lacks, the parts whose columns differ from the first's, and the text columns that
@@ -140,20 +134,7 @@ def _canonical(row: dict, cfg: T.TextConfig) -> dict:
     return out
 
 
-def _run_suite(suite, df):
-    import great_expectations as gx
-    from great_expectations.data_context.types.base import ProgressBarsConfig
-
-    context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = ProgressBarsConfig(globally=False,
-                                                         metric_calculations=False)
-    batch_def = (context.data_sources.add_pandas("text_span").add_dataframe_asset("texts")
-                 .add_batch_definition_whole_dataframe("whole_span"))
-    suite = context.suites.add(suite)
-    vd = context.validation_definitions.add(gx.ValidationDefinition(
-        name=f"{SUITE_NAME}_v{SUITE_VERSION}", data=batch_def, suite=suite))
-    return vd.run(batch_parameters={"dataframe": df},
-                  result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5})
+RESULT_FORMAT = {"result_format": "SUMMARY", "partial_unexpected_count": 5}
 
 
 def _compact(r) -> dict:
@@ -185,7 +166,7 @@ def _compact(r) -> dict:
 
 
 def build_suite(cfg: T.TextConfig):
-    _import_gx()
+    import_gx()
     import great_expectations as gx
     import great_expectations.expectations as gxe
 
@@ -233,14 +214,15 @@ def unknown_token_check(cfg: T.TextConfig, texts: list[str]) -> dict:
                         f"{v.unknown_token_warn:.0%}, fail above {v.unknown_token_fail:.0%})"}
 
 
-def run(spec: TextValidateSpec) -> dict:
-    """Validate one labelled text span; write the report; raise ValidationFailed if bad."""
+def run(spec: TextValidateSpec, session: GxSession | None = None) -> dict:
+    """Validate one labelled text span; write the report; raise ValidationFailed if bad.
+    `session`: a GX context shared by a window pass (components.text.validate_window)."""
     check_override(spec.override_reason)
     cfg = T.load_for(spec.text_config)
     span_dir = Path(spec.span_dir)
     parts = rawdata.span_parts(span_dir, spec.require_success_marker)
     t0 = time.perf_counter()
-    _import_gx()
+    import_gx()
     try:
         df, missing, schema_diffs, not_text = _read_span(parts, cfg)
     except BadData as e:   # a part the reader refused (limits, broken JSON): no retry mends it
@@ -251,7 +233,7 @@ def run(spec: TextValidateSpec) -> dict:
     fingerprint = hashlib.sha256("\n".join(sorted(
         json.dumps([e.expectation_type, _jsonable(e.configuration.kwargs)], sort_keys=True)
         for e in suite.expectations)).encode()).hexdigest()[:16]
-    gx_result = _run_suite(suite, df)
+    gx_result = (session or GxSession("text_span")).validate("texts", suite, df, RESULT_FORMAT)
     compact = [_compact(r) for r in gx_result.results]
     failed = [{k: c[k] for k in ("expectation", "column", "observed", "details")}
               for c in compact if not c["success"]]

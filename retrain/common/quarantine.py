@@ -11,11 +11,11 @@ import os
 from pathlib import Path
 
 from retrain.common.atomic import read_json, write_json
-from retrain.common.rawfiles import UnsafeInput
+from retrain.common.rawfiles import CorruptPart, UnsafeInput
 from retrain.common.record_limits import PartTooLarge
 
 # Parts that cannot be data at all: their span is quarantined like one that failed a rule.
-UNREADABLE = (PartTooLarge, UnsafeInput)
+UNREADABLE = (PartTooLarge, UnsafeInput, CorruptPart)
 
 
 def _now() -> str:

@@ -25,6 +25,11 @@ class ChangedWhileRead(BadData):
     """A part file changed between the job's listing and the end of its read."""
 
 
+class CorruptPart(BadData, ValueError):
+    """A part file's bytes are not the format its name says (a broken Parquet footer or
+    page): no retry mends it."""
+
+
 class NoParts(BadData, FileNotFoundError):
     """A span marked complete (`_SUCCESS`) holds no part file: waiting cannot help."""
 

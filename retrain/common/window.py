@@ -8,6 +8,7 @@ whose failed validation was overridden for another run only, or a day that fails
 is validated now (days never validated, or validated before content digests were recorded,
 are validated by this run) is left out, with the
 reason, unless the run's override names it. The run's summary and lineage list both sets.
+The days to validate now are validated together, in one call.
 
 Stdlib only: the DAG factory calls it inside the preprocess task.
 """
@@ -41,33 +42,50 @@ def latest_validation(history_root: str | os.PathLike, day: str) -> dict | None:
 
 def screen(days: list[str], span: str, *, history_root: str, quarantine_dir: str,
            include: list[str] | None = None,
-           validate_day: Callable[[str], bool] | None = None,
+           validate_days: Callable[[list[str]], dict[str, bool]] | None = None,
            raw_root: str | None = None) -> dict:
     """{"used": [...], "left_out": [{"span", "reason"}], "included_by_override": [...]}.
 
     `span` is validated by this run (its gate let it through, or the run would have
     stopped); `include` names days trained on whatever their validation said;
-    `validate_day(day) -> passed` validates a day no run has validated yet. With a local
-    `raw_root`, a day never delivered (no `dt=D/_SUCCESS`: before the log began, or a
-    gap) is left out as such instead of failing the run on it."""
+    `validate_days(days) -> {day: passed}` validates, in one call, every day no run has
+    validated yet (a long window's first run: one pass, not one step per day). With a
+    local `raw_root`, a day never delivered (no `dt=D/_SUCCESS`: before the log began, or
+    a gap) is left out as such instead of failing the run on it."""
     include = set(include or ())
+    reasons: dict[str, str | None] = {}
+    not_delivered: dict[str, str] = {}
+    pending: list[str] = []
+    for day in days:
+        if day == span:
+            continue
+        missing = _not_delivered(raw_root, day)
+        if missing:
+            not_delivered[day] = missing
+            continue
+        reason = _recorded_reason(day, history_root, quarantine_dir)
+        if reason in (_NEVER, _NO_DIGEST) and validate_days is not None:
+            pending.append(day)
+        else:
+            reasons[day] = ("never validated" if reason is _NEVER
+                            else None if reason is _NO_DIGEST else reason)
+    if pending:
+        passed = validate_days(pending)
+        reasons.update({day: None if passed.get(day) else
+                        "failed validation in this run (quarantined)" for day in pending})
     used, left_out, forced = [], [], []
     for day in days:
         if day == span:
             used.append(day)
-            continue
-        missing = _not_delivered(raw_root, day)
-        if missing:
-            left_out.append({"span": day, "reason": missing})
-            continue
-        reason = _reason_to_leave_out(day, history_root, quarantine_dir, validate_day)
-        if reason is None:
+        elif day in not_delivered:
+            left_out.append({"span": day, "reason": not_delivered[day]})
+        elif reasons[day] is None:
             used.append(day)
         elif day in include:
             used.append(day)
-            forced.append({"span": day, "reason": reason})
+            forced.append({"span": day, "reason": reasons[day]})
         else:
-            left_out.append({"span": day, "reason": reason})
+            left_out.append({"span": day, "reason": reasons[day]})
     return {"used": used, "left_out": left_out, "included_by_override": forced}
 
 
@@ -78,8 +96,14 @@ def _not_delivered(raw_root: str | None, day: str) -> str | None:
     return None if os.path.exists(marker) else f"not delivered: no {marker}"
 
 
-def _reason_to_leave_out(day: str, history_root: str, quarantine_dir: str,
-                         validate_day: Callable[[str], bool] | None) -> str | None:
+# A day no run has validated, and one validated before content digests were recorded
+# (nothing binds those bytes to the verdict, so it is validated again, which records it).
+_NEVER, _NO_DIGEST = "never validated", "passed, with no content digest"
+
+
+def _recorded_reason(day: str, history_root: str, quarantine_dir: str) -> str | None:
+    """Why the records leave `day` out (None: its last validation passed); _NEVER or
+    _NO_DIGEST: only validating it now can tell."""
     marker = marker_path(quarantine_dir, paths.partition_name(day))
     if marker.exists():
         try:
@@ -90,16 +114,10 @@ def _reason_to_leave_out(day: str, history_root: str, quarantine_dir: str,
                 f"({'; '.join(info.get('failed') or []) or 'see ' + str(marker)})")
     last = latest_validation(history_root, day)
     if last is None:
-        if validate_day is None:
-            return "never validated"
-        return None if validate_day(day) else "failed validation in this run (quarantined)"
+        return _NEVER
     gate = last.get("gate")
-    if gate == "passed" and not last.get("content") and validate_day is not None:
-        # Validated before content digests were recorded: nothing binds those bytes to
-        # the verdict, so validate them again (which records the digest).
-        return None if validate_day(day) else "failed validation in this run (quarantined)"
     if gate == "passed":
-        return None
+        return None if last.get("content") else _NO_DIGEST
     if gate == "overridden":
         return (f"failed validation; its gate was overridden for run {last.get('run_id')} "
                 f"only ({last.get('override_reason')!r})")

@@ -275,6 +275,61 @@ def make_dag(family: Family):
                 return False
             return True
 
+        def validate_days(ctx: RunContext, params: dict, days: list[str]) -> dict[str, bool]:
+            """Validate the window's older days no run has validated yet in one pass (the
+            stage's window_module: one process, one statistics pass), each day recorded
+            as its own validation would be: report, quarantine, lineage, content digest
+            checked after. A family without a window step validates them one by one."""
+            stage = stages["validate"]
+            if stage.window_module is None:
+                return {day: validate_day(ctx, params, day) for day in days}
+            import logging
+
+            from retrain.common import results
+            from retrain.common.errors import BadData, BadDataFailed
+            from retrain.orchestration import custody
+            from retrain.orchestration.launch import run_step
+            from retrain.orchestration.lineage import config_refs, raw_span_ref, record_fresh
+
+            log = logging.getLogger("retrain.dag")
+            plain = {**params, "override_validation_reason": None}
+            contexts = {day: ctx.for_day(day) for day in days}
+            raws = {day: raw_span_ref(c.span_dir) for day, c in contexts.items()}
+            specs = {day: Built.of(resolve(stage.build)(c, plain, {})).spec
+                     for day, c in contexts.items()}
+            config = config_refs(ctx.config, family.config_param)
+            log.info("validating %d older day(s) of the window in one pass: %s .. %s",
+                     len(days), days[0], days[-1])
+            try:
+                done = run_step(stage.window_module, {
+                    "days": [specs[day] for day in days],
+                    "out_dir": f"{ctx.run_dir}/window_validation"})
+            except BadDataFailed as e:     # the pass itself refused its input
+                raise AirflowFailException(str(e)) from None
+            passed = {}
+            for day, outcome in zip(days, done["days"]):
+                day_ctx = contexts[day]
+                try:
+                    if "error" in outcome:
+                        raise BadData(outcome["error"])
+                    result = outcome["result"]
+                    results.read("validate", result, stage.module)
+                    custody.verify(day, day_ctx.span_dir, raws[day]["content"],
+                                   stage="validate", quarantine_dir=ctx.quarantine_dir,
+                                   run_id=ctx.run_id)
+                except (BadData, results.ContractError) as e:
+                    log.warning("older day %s did not pass validation: %s", day, e)
+                    passed[day] = False
+                    continue
+                record_fresh("validate", stage.module, specs[day], result,
+                             run_dir=day_ctx.run_dir, inputs=[raws[day], *config],
+                             uri_key=results.URI_FIELD["validate"],
+                             artifact_type=stage.artifact_type,
+                             figures=(*stage.figures, *results.RECORDED.get("validate", ())),
+                             extra_figures={"content": raws[day]["content"]})
+                passed[day] = True
+            return passed
+
         def screen_window(ctx: RunContext, params: dict) -> dict:
             """The window's days that may be trained on, and the others with reasons
             (retrain.common.window); logged, since a shorter window changes the model."""
@@ -288,7 +343,7 @@ def make_dag(family: Family):
             screened = window.screen(
                 days, ctx.span, history_root=ctx.history_root,
                 quarantine_dir=ctx.quarantine_dir, include=params.get("include_spans"),
-                validate_day=lambda day: validate_day(ctx, params, day),
+                validate_days=lambda days: validate_days(ctx, params, days),
                 raw_root=ctx.raw_root)
             if screened["included_by_override"] and not params.get("override_validation_reason"):
                 raise AirflowFailException(

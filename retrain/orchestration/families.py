@@ -34,6 +34,10 @@ class Stage:
     reuse: bool = True            # reuse a finished artifact with the same fingerprint
     pool: str | None = None
     task_id: str | None = None    # default: the stage name
+    # validate only: a step that validates many days in one process (spec: {"days":
+    # [this stage's spec per day], "out_dir"}; components.window_validation). None: the
+    # window's unvalidated older days run one step each.
+    window_module: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +111,8 @@ CTR = Family(
     stages={
         "validate": _stage("components.ctr.validate", "ValidateSpec",
                            "components.ctr.stages:validate", "validation_report",
-                           figures=("rows", "n_failed", "gate", "data_docs"), reuse=False),
+                           figures=("rows", "n_failed", "gate", "data_docs"), reuse=False,
+                           window_module="components.ctr.validate_window"),
         "preprocess": _stage("components.ctr.preprocess", "PreprocessSpec",
                              "components.ctr.stages:preprocess", "transformed_examples",
                              pool=HEAVY_POOL,
@@ -167,7 +172,7 @@ TEXT = Family(
         "validate": _stage("components.text.validate", "TextValidateSpec",
                            "components.text.stages:validate", "validation_report",
                            figures=("rows", "n_failed", "gate", "unknown_token_rate"),
-                           reuse=False),
+                           reuse=False, window_module="components.text.validate_window"),
         "preprocess": _stage("components.text.preprocess", "TextPreprocessSpec",
                              "components.text.stages:preprocess", "text_examples",
                              pool=HEAVY_POOL,

@@ -176,6 +176,30 @@ def run_tracked(name: str, module: str, spec: dict, *, home: str, family: str, r
         result, made_by = runner(module, spec), producer()
         if check is not None:
             check(result)
+    rec = _record(name, fp, result, made_by, hit, run_dir=run_dir, inputs=inputs,
+                  uri_key=uri_key, artifact_type=artifact_type, figures=figures,
+                  extra_figures=extra_figures)
+    if not hit:
+        write_json(entry, {"uri": rec["uri"], "result": result, "producer": made_by,
+                           "code_version": rec["code_version"], "created_at": rec["recorded_at"]})
+    return {**result, "artifact": ref(rec), "reused_from": made_by if hit else None}
+
+
+def record_fresh(name: str, module: str, spec: dict, result: dict, *, run_dir: str,
+                 inputs: list[dict], uri_key: str, artifact_type: str,
+                 figures: Iterable[str] = (), extra_figures: dict | None = None) -> dict:
+    """Record an artifact a step made inside a larger pass (one day of a window
+    validation), exactly as `run_tracked` would have recorded it had the step run on its
+    own: same fingerprint, same record, in that day's run folder. Never cached."""
+    fp = step_fingerprint(module, spec, inputs, run_dir)
+    return ref(_record(name, fp, result, producer(), None, run_dir=run_dir, inputs=inputs,
+                       uri_key=uri_key, artifact_type=artifact_type, figures=figures,
+                       extra_figures=extra_figures))
+
+
+def _record(name: str, fp: str, result: dict, made_by: dict, hit: dict | None, *,
+            run_dir: str, inputs: list[dict], uri_key: str, artifact_type: str,
+            figures: Iterable[str], extra_figures: dict | None) -> dict:
     uri = result[uri_key]
     rec = {"name": name, "type": artifact_type, "uri": uri, "fingerprint": fp,
            "producer": made_by, "recorded_by": producer(), "reused": bool(hit),
@@ -186,12 +210,9 @@ def run_tracked(name: str, module: str, spec: dict, *, home: str, family: str, r
            "recorded_at": _now()}
     record(run_dir, rec)
     report_to_airflow([i["uri"] for i in inputs], [uri])
-    if not hit:
-        write_json(entry, {"uri": uri, "result": result, "producer": made_by,
-                           "code_version": rec["code_version"], "created_at": rec["recorded_at"]})
     log.info("%s: %s artifact %s fingerprint %s", name,
              "reused" if hit else "wrote", uri, fp)
-    return {**result, "artifact": ref(rec), "reused_from": made_by if hit else None}
+    return rec
 
 
 def report_to_airflow(inputs: Iterable[str], outputs: Iterable[str]) -> None:

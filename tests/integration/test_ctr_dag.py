@@ -79,6 +79,17 @@ def test_two_daily_runs_publish_and_compare(airflow_home, retrain_home):
     assert current["serving_check"]["passed"] is True       # checked in a fresh process
     assert current["report_uri"].endswith("report.html")
     assert os.path.exists(current["report_uri"])
+    # The window's older day, never validated before, went through the one-pass window
+    # validation, and was recorded as its own validation: in its own folder, with the
+    # digest of the bytes it read, by this run.
+    run_dir = paths.run_dir(retrain_home, "ctr", dt.date(2026, 11, 2), first.run_id)
+    window = json.loads((run_dir / "window_validation" / "window.json").read_text())
+    assert [Path(d["span_dir"]).name for d in window["days"]] == ["dt=2026-11-01"]
+    older = lineage.read_records(paths.run_dir(retrain_home, "ctr", dt.date(2026, 11, 1),
+                                               first.run_id))["validate"]
+    assert older["figures"]["gate"] == "passed" and older["figures"]["content"]["digest"]
+    assert older["recorded_by"]["run_id"] == first.run_id
+    assert {i["type"] for i in older["inputs"]} >= {"raw_span"}
 
     # An unreachable bar: the candidate is evaluated against v1 and rejected; push is
     # skipped (so no asset event) and the registry is untouched.

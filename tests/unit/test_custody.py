@@ -109,5 +109,5 @@ def test_a_pass_recorded_without_a_digest_is_validated_again(tmp_path):
     asked = []
     out = window.screen(["2026-11-01", "2026-11-02"], "2026-11-02",
                         history_root=str(tmp_path / "runs"), quarantine_dir=str(tmp_path / "q"),
-                        validate_day=lambda day: asked.append(day) or False)
-    assert asked == ["2026-11-01"] and out["used"] == ["2026-11-02"]
+                        validate_days=lambda ds: asked.append(ds) or dict.fromkeys(ds, False))
+    assert asked == [["2026-11-01"]] and out["used"] == ["2026-11-02"]

@@ -31,13 +31,13 @@ def test_only_days_whose_validation_passed_are_used(tmp_path):
            run_id="r3", failed=["[click_rate] observed 0"], report="/r")
     asked = []
 
-    def validate_now(day):
-        asked.append(day)
-        return day == "2026-11-04"
+    def validate_now(days):
+        asked.append(days)
+        return {day: day == "2026-11-04" for day in days}
 
     days = ["2026-10-31", "2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04", "2026-11-05"]
     out = window.screen(days, "2026-11-05", history_root=str(runs), quarantine_dir=str(q),
-                        validate_day=validate_now)
+                        validate_days=validate_now)
     assert out["used"] == ["2026-11-01", "2026-11-04", "2026-11-05"]
     reasons = {i["span"]: i["reason"] for i in out["left_out"]}
     assert set(reasons) == {"2026-10-31", "2026-11-02", "2026-11-03"}
@@ -45,11 +45,12 @@ def test_only_days_whose_validation_passed_are_used(tmp_path):
     assert "overridden for run r2 only" in reasons["2026-11-02"]
     assert reasons["2026-11-03"].startswith("quarantined: failed validation in run r3")
     assert "click_rate" in reasons["2026-11-03"]
-    assert asked == ["2026-10-31", "2026-11-04"]          # only never-validated days
+    # only never-validated days, all in one call (one pass, not one step per day)
+    assert asked == [["2026-10-31", "2026-11-04"]]
 
     forced = window.screen(days[2:], "2026-11-05", history_root=str(runs),
                            quarantine_dir=str(q), include=["2026-11-03"],
-                           validate_day=lambda d: True)
+                           validate_days=lambda ds: dict.fromkeys(ds, True))
     assert forced["used"] == ["2026-11-03", "2026-11-04", "2026-11-05"]
     assert [i["span"] for i in forced["left_out"]] == ["2026-11-02"]
     assert [i["span"] for i in forced["included_by_override"]] == ["2026-11-03"]
@@ -75,8 +76,27 @@ def test_a_day_never_delivered_is_left_out_not_validated(tmp_path):
     asked = []
     out = window.screen(["2026-10-31", "2026-11-01", "2026-11-02", "2026-11-03"], "2026-11-03",
                         history_root=str(tmp_path / "runs"), quarantine_dir=str(tmp_path / "q"),
-                        validate_day=lambda d: asked.append(d) or True, raw_root=str(raw))
-    assert out["used"] == ["2026-11-02", "2026-11-03"] and asked == ["2026-11-02"]
+                        validate_days=lambda ds: asked.append(ds) or dict.fromkeys(ds, True),
+                        raw_root=str(raw))
+    assert out["used"] == ["2026-11-02", "2026-11-03"] and asked == [["2026-11-02"]]
     assert out["left_out"] == [
         {"span": "2026-10-31", "reason": f"not delivered: no {raw}/dt=2026-10-31/_SUCCESS"},
         {"span": "2026-11-01", "reason": f"not delivered: no {raw}/dt=2026-11-01/_SUCCESS"}]
+
+
+def test_no_call_when_every_older_day_has_a_verdict(tmp_path):
+    runs = tmp_path / "runs"
+    _validated(tmp_path, "2026-11-01", "r1", "passed")
+    out = window.screen(["2026-11-01", "2026-11-02"], "2026-11-02", history_root=str(runs),
+                        quarantine_dir=str(tmp_path / "q"),
+                        validate_days=lambda ds: pytest.fail(f"validated {ds} again"))
+    assert out["used"] == ["2026-11-01", "2026-11-02"]
+
+
+def test_a_day_the_pass_does_not_answer_for_is_left_out(tmp_path):
+    """A pass that returns no verdict for a day (it crashed on it) never lets it in."""
+    out = window.screen(["2026-11-01", "2026-11-02", "2026-11-03"], "2026-11-03",
+                        history_root=str(tmp_path / "runs"), quarantine_dir=str(tmp_path / "q"),
+                        validate_days=lambda ds: {"2026-11-02": True})
+    assert out["used"] == ["2026-11-02", "2026-11-03"]
+    assert [i["span"] for i in out["left_out"]] == ["2026-11-01"]
