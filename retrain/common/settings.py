@@ -32,6 +32,11 @@ class Settings(BaseSettings):
     schedule: str = "@daily"
     # The longest window_days a run may ask for.
     max_window_days: int = Field(60, ge=1)
+    # Runs of one DAG active at once, and the most a backfill from the UI's dialog may ask
+    # for (the dialog caps its Max Active Runs at the DAG's). Pools still bound the heavy
+    # tasks; overlapping publishing runs are kept consistent by the registry's
+    # compare-and-swap.
+    max_active_runs: int = Field(3, ge=1)
     # How far past today a requested span may lie (clock skew between producers).
     max_future_days: int = Field(1, ge=0)
     # Seconds between the span sensor's looks for a day's _SUCCESS marker.

@@ -42,9 +42,13 @@ def max_window_days() -> int:
 def daily(**overrides) -> dict:
     """DAILY with the schedule read when the DAG is built: RETRAIN_SCHEDULE (a cron
     expression, a preset, or "none": runs only when triggered or backfilled, so unpausing
-    makes no catch-up run; what `retrain demo` uses), else @daily."""
-    schedule = settings().schedule
-    return {**DAILY, "schedule": None if schedule.lower() == "none" else schedule, **overrides}
+    makes no catch-up run; what `retrain demo` uses), else @daily; and how many runs may be
+    active at once, RETRAIN_MAX_ACTIVE_RUNS (a backfill's days overlap up to its own
+    max_active_runs, which the UI's dialog caps at this)."""
+    current = settings()
+    schedule = current.schedule
+    return {**DAILY, "schedule": None if schedule.lower() == "none" else schedule,
+            "max_active_runs": current.max_active_runs, **overrides}
 
 
 DAILY = {
@@ -53,7 +57,6 @@ DAILY = {
     # made a run for an older logical date (a 1998 export) "succeed" with no task run.
     "start_date": dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc),
     "catchup": False,
-    "max_active_runs": 1,
     "default_args": {"retries": 1, "retry_delay": dt.timedelta(minutes=1)},
 }
 

@@ -25,11 +25,14 @@ FINISHED = ("success", "failed")
 
 
 class LocalAirflow:
-    def __init__(self, home: Path, dag_id: str, log_dir: Path):
+    def __init__(self, home: Path, dag_id: str, log_dir: Path, schedule: str = "none",
+                 env: dict[str, str] | None = None):
         if not (REPO / "scripts" / "airflow-ui.sh").is_file():
             raise FileNotFoundError("this command runs Airflow through the checkout's "
                                     f"scripts/airflow-ui.sh; not found under {REPO}")
         self.home, self.dag_id = home, dag_id
+        # "none" for triggered runs; a backfill needs a periodic schedule (bench/backfill.py)
+        self.schedule, self.extra_env = schedule, dict(env or {})
         self.log_file = log_dir / f"airflow-{int(time.time())}.log"
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -44,12 +47,13 @@ class LocalAirflow:
         # `make demo` exported is 8080's.
         env = {k: v for k, v in os.environ.items()
                if k != "AIRFLOW__CORE__EXECUTION_API_SERVER_URL"}
-        env.update(RETRAIN_HOME=str(self.home), RETRAIN_SCHEDULE="none",
+        env.update(RETRAIN_HOME=str(self.home), RETRAIN_SCHEDULE=self.schedule,
                    RETRAIN_AIRFLOW_HOME=str(self.airflow_home),
                    AIRFLOW__API__PORT=str(self.port), VENV=sys.prefix,
                    RETRAIN_SPAN_POKE_SECONDS="5",
                    AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL="5",
                    AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5")
+        env.update(self.extra_env)
         return env
 
     def task_logs(self, run_id: str) -> Path:
@@ -68,26 +72,29 @@ class LocalAirflow:
                                      env=env, stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         try:
-            self._wait_for_the_dag_without_schedule()
+            self._wait_for_the_dag_with_its_schedule()
         except BaseException:
             self.__exit__()
             raise
         return self
 
-    def _wait_for_the_dag_without_schedule(self, timeout: float = 300) -> None:
-        """Until the API answers and the DAG is parsed with RETRAIN_SCHEDULE=none (an
-        earlier `make ui` may have stored its @daily version)."""
+    def _wait_for_the_dag_with_its_schedule(self, timeout: float = 300) -> None:
+        """Until the API answers and the DAG is parsed with this schedule (an earlier `make
+        ui` may have stored its @daily version, an earlier demo its unscheduled one)."""
         deadline = time.time() + timeout
+        unscheduled = self.schedule.lower() == "none"
         while True:
             try:
-                if self.call("GET", f"/api/v2/dags/{self.dag_id}").get(
-                        "timetable_summary") in (None, "None"):
+                summary = self.call("GET", f"/api/v2/dags/{self.dag_id}").get(
+                    "timetable_summary")
+                if (summary in (None, "None")) == unscheduled:
                     return
             except (OSError, RuntimeError, KeyError, ValueError):
                 pass
             if self.proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"Airflow did not serve {self.dag_id} without a schedule "
-                                   f"within {timeout:.0f} s; see {self.log_file}")
+                raise RuntimeError(f"Airflow did not serve {self.dag_id} with schedule "
+                                   f"{self.schedule!r} within {timeout:.0f} s; see "
+                                   f"{self.log_file}")
             time.sleep(3)
 
     def call(self, method: str, path: str, body: dict | None = None) -> dict:
