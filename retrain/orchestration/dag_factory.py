@@ -1,5 +1,5 @@
 """One DAG factory for every model family: resolve the span -> wait for its `_SUCCESS`
-marker -> validate -> preprocess -> train -> evaluate -> push.
+marker -> validate -> preprocess -> train -> wait for the publishing turn -> evaluate -> push.
 
 Every stage runs through the same tracked launcher (`retrain.orchestration.lineage.run_tracked`:
 a child process, a lineage record, reuse of a finished artifact with the same
@@ -426,6 +426,37 @@ def make_dag(family: Family):
                              [preprocessed["artifact"], *(refs if built.reads_published else [])],
                              spec=built.spec)
 
+        @task.sensor(mode="reschedule", poke_interval=min(span_poke_seconds(), 15.0),
+                     timeout=dt.timedelta(days=1))
+        def wait_for_turn(ctx: dict, trained: dict, ti=None) -> bool:
+            """A publishing run evaluates and publishes after those that finished training
+            before it (retrain.orchestration.turns), so overlapping runs never compare with a
+            model that is about to be replaced; a shadow run goes on at once."""
+            ctx = RunContext.from_xcom(ctx)
+            if ctx.shadow:
+                return True
+            import logging
+
+            from retrain.orchestration import turns
+
+            def state_of(run_id: str) -> str:
+                try:
+                    state = ti.get_dagrun_state(dag_id=family.dag_id, run_id=run_id)
+                    return str(getattr(state, "value", state))      # a DagRunState
+                except Exception as e:  # noqa: BLE001 - the Task SDK's error types vary
+                    if turns.run_not_found(e):   # a run Airflow no longer knows has ended
+                        return "unknown"
+                    raise
+
+            waiting, ended = turns.ahead(ctx.home, family.dag_id, ctx.run_id, state_of)
+            log = logging.getLogger("retrain.dag")
+            for run_id, state in ended.items():
+                log.info("turn: %s is %s, its turn is over", run_id, state)
+            if waiting:
+                log.info("turn: waiting for %s to evaluate and publish first",
+                         ", ".join(waiting))
+            return not waiting
+
         @task(task_id=family.task_id("evaluate"), pool=stages["evaluate"].pool)
         def evaluate(ctx: dict, preprocessed: dict, trained: dict, params=None) -> dict:
             """Candidate against the published model on the same held-out rows; the gate's
@@ -450,13 +481,19 @@ def make_dag(family: Family):
         def push(ctx: dict, validation: dict, preprocessed: dict, trained: dict,
                  evaluation: dict, outlet_events=None, dag_run=None) -> dict:
             """Publish a blessed candidate; a rejected one is recorded and left unpublished."""
+            from retrain.orchestration import turns
+
             ctx = RunContext.from_xcom(ctx)
-            return publish_or_skip(
-                family.name, model_asset, ctx, dag_run=dag_run, outlet_events=outlet_events,
-                evaluation=evaluation, validation=validation, preprocessed=preprocessed,
-                trained=trained, serving_check_module=family.serving_check,
-                headline=tuple(m.name for m in family.headline),
-                extra_metadata={k: trained.get(v) for k, v in family.registry_extra.items()})
+            try:
+                return publish_or_skip(
+                    family.name, model_asset, ctx, dag_run=dag_run,
+                    outlet_events=outlet_events, evaluation=evaluation, validation=validation,
+                    preprocessed=preprocessed, trained=trained,
+                    serving_check_module=family.serving_check,
+                    headline=tuple(m.name for m in family.headline),
+                    extra_metadata={k: trained.get(v) for k, v in family.registry_extra.items()})
+            finally:
+                turns.give_back(ctx.home, family.dag_id, ctx.run_id)
 
         ctx = resolve_span()
         checked = validate(ctx)
@@ -464,6 +501,7 @@ def make_dag(family: Family):
         pre = preprocess(ctx, checked)
         model = train(ctx, pre)
         evaluation = evaluate(ctx, pre, model)
+        wait_for_turn(ctx, model) >> evaluation
         push(ctx, checked, pre, model, evaluation)
 
     daily.__name__ = family.dag_id

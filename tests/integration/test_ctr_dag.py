@@ -25,8 +25,8 @@ from dag_helpers import environ, load_dag, task_states, walk
 pytestmark = pytest.mark.integration
 
 UTC = dt.timezone.utc
-TASKS = {"resolve_span", "wait_for_span", "validate", "preprocess", "train", "evaluate",
-         "push"}
+TASKS = {"resolve_span", "wait_for_span", "validate", "preprocess", "train",
+         "wait_for_turn", "evaluate", "push"}
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import logging
 import os
 import random
 import subprocess
@@ -57,7 +58,7 @@ def test_every_family_dag_has_the_same_shape(airflow_home):
         order = [t.task_id for t in dag.topological_sort()]
         assert order == ["resolve_span", "wait_for_span", family.task_id("validate"),
                          family.task_id("preprocess"), family.task_id("train"),
-                         family.task_id("evaluate"), "push"], family.name
+                         "wait_for_turn", family.task_id("evaluate"), "push"], family.name
         assert {"span", "window_days", "raw_root", family.config_param, "shadow",
                 "override_validation_reason", "force_bless_reason"} <= set(dag.params)
         pools = {t.task_id: t.pool for t in dag.tasks}
@@ -79,7 +80,7 @@ def _register(dag, tmp_path) -> None:
     sync_bag_to_db(bag, "dags-folder", None)
 
 
-def test_a_third_family_runs_through_the_factory(airflow_home, tmp_path):
+def test_a_third_family_runs_through_the_factory(airflow_home, tmp_path, caplog):
     from minifamily import LINREG
 
     raw = tmp_path / "raw"
@@ -113,12 +114,25 @@ def test_a_third_family_runs_through_the_factory(airflow_home, tmp_path):
         assert {n["name"] for n in nodes if n.get("type") == "raw_span"} == {
             "dt=2026-11-01", "dt=2026-11-02"}
 
+        # Tickets left behind (by a run that died before its push gave its turn back, and
+        # by a run Airflow never knew) do not hold the next publishing run in line.
+        from retrain.orchestration import turns
+        home = str(tmp_path / "home")
+        turns.take(home, dag.dag_id, run.run_id)
+        turns.take(home, dag.dag_id, "manual__never_seen")
+        caplog.set_level(logging.INFO, logger="retrain.dag")
         # An unreachable RMSE bar: the gate (deciding on a "min" metric) rejects; push skips.
-        rejected = dag.test(logical_date=dt.datetime(2026, 11, 3, tzinfo=UTC),
+        # (another logical date, the same span: dag.test() would delete the first run)
+        rejected = dag.test(logical_date=dt.datetime(2026, 11, 4, tzinfo=UTC),
                             run_conf={"raw_root": str(raw), "window_days": 2,
-                                      "max_rmse": 0.01})
+                                      "span": "2026-11-02", "max_rmse": 0.01})
         assert task_states(rejected)["push"] == "skipped"
         assert registry.current("linreg")["version"] == 1
+        assert task_states(rejected)["wait_for_turn"] == "success"
+        said = caplog.text
+        assert f"turn: {run.run_id} is success, its turn is over" in said, said[-3000:]
+        assert "turn: manual__never_seen is unknown, its turn is over" in said
+        assert not list(turns.folder(home, dag.dag_id).glob("*.json"))
 
 
 def test_historical_days_run_their_tasks(airflow_home, tmp_path):

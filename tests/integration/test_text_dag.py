@@ -21,8 +21,8 @@ from dag_helpers import environ, load_dag, task_states
 pytestmark = pytest.mark.integration
 
 UTC = dt.timezone.utc
-TASKS = {"resolve_span", "wait_for_span", "validate", "preprocess", "finetune", "evaluate",
-         "push"}
+TASKS = {"resolve_span", "wait_for_span", "validate", "preprocess", "finetune",
+         "wait_for_turn", "evaluate", "push"}
 
 
 @pytest.fixture(scope="module")

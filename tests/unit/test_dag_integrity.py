@@ -62,6 +62,7 @@ def test_dagbag_has_no_import_errors_and_expected_dags(airflow_home):
     assert "ctr_daily_retrain" in bag.dag_ids
     dag = bag.get_dag("ctr_daily_retrain")
     assert [t.task_id for t in dag.topological_sort()] == [
-        "resolve_span", "wait_for_span", "validate", "preprocess", "train", "evaluate", "push"]
+        "resolve_span", "wait_for_span", "validate", "preprocess", "train", "wait_for_turn",
+        "evaluate", "push"]
     assert all(t.retries >= 1 for t in dag.tasks)
     assert set(dag.params) >= {"span", "window_days", "force_bless_reason", "min_auc"}
