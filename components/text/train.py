@@ -105,11 +105,7 @@ def run(spec: FinetuneSpec) -> dict:
         if warm is not None:
             model.load_weights(str(Path(warm) / M.WEIGHTS_FILE))
             log.info("warm start from the published model %s", warm)
-        model.compile(
-            optimizer=keras.optimizers.AdamW(lr, weight_decay=0.01, clipnorm=1.0),
-            loss={t: keras.losses.SparseCategoricalCrossentropy() for t in tasks},
-            weighted_metrics={t: [keras.metrics.SparseCategoricalAccuracy(name="acc")]
-                              for t in tasks})
+        compile_model(model, tasks, lr)
     t_build = time.perf_counter()
 
     weights = C.class_weights_for(summary["class_counts"][TRAIN_DIR], spec.class_weighting)
@@ -135,8 +131,14 @@ def run(spec: FinetuneSpec) -> dict:
     t_fit = time.perf_counter()
     stop = keras.callbacks.EarlyStopping(monitor="val_loss", patience=spec.patience,
                                          restore_best_weights=True, verbose=1)
+    first_step = []   # when the first training step finished (start-up = tracing the step)
+    clock = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: first_step or first_step.append(
+            time.perf_counter()))
     history = model.fit(train_ds, validation_data=eval_ds, epochs=spec.epochs,
-                        callbacks=[stop], verbose=2)
+                        callbacks=[stop, clock], verbose=2)
+    log.info("first training step finished %.1f s after the model was ready (%.1f s in fit)",
+             first_step[0] - t_build, first_step[0] - t_fit)
     fit_seconds = time.perf_counter() - t_fit
     val_losses = history.history["val_loss"]
     best_epoch = int(min(range(len(val_losses)), key=val_losses.__getitem__))
@@ -170,12 +172,31 @@ def run(spec: FinetuneSpec) -> dict:
         "lr_schedule": spec.lr_schedule, "learning_rate": spec.learning_rate,
         "examples_per_second": round(examples_seen / max(fit_seconds, 1e-9), 2),
         "seconds": {"build": round(t_build - t0, 1), "fit": round(fit_seconds, 1),
+                    "first_step": round(first_step[0] - t_build, 1),
                     "total": round(time.perf_counter() - t0, 1)},
     }
     write_json(out.parent / "train_result.json", result)
     log.info("fine-tuned: eval loss %.4f -> %.4f in %d epoch(s), %.1f examples/s; %s",
              before["loss"], after_loss, epochs_run, result["examples_per_second"], out)
     return result
+
+
+def compile_model(model, tasks: dict[str, list[str]], learning_rate) -> None:
+    """Compile for fine-tuning: AdamW (weight decay 0.01, each gradient clipped to norm 1),
+    cross-entropy per task, weighted accuracy. The AdamW is `components.text.adamw`'s
+    (Keras's arithmetic in a ~40% smaller train-step graph, so the first step starts sooner)."""
+    import keras
+
+    from components.text.adamw import AdamW
+
+    model.compile(
+        optimizer=AdamW(learning_rate, weight_decay=0.01, clipnorm=1.0),
+        loss={t: keras.losses.SparseCategoricalCrossentropy() for t in tasks},
+        weighted_metrics={t: [keras.metrics.SparseCategoricalAccuracy(name="acc")]
+                          for t in tasks})
+    # Without a distribution strategy Keras builds the optimizer inside the first trace of
+    # the train step; creating variables there makes tf.function trace the step twice.
+    model.optimizer.build(model.trainable_variables)
 
 
 def _learning_rate(spec: FinetuneSpec, n_steps: int):
