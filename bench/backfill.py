@@ -10,6 +10,10 @@ run's end, each run's duration and state, the most tasks running at once, and wh
 day kept (its own evaluation, push skipped as a shadow run, nothing published).
 
     .venv/bin/python bench/backfill.py --days 10 --max-active-runs 1,3
+
+Outside data instead of the generator: `--raw-root` copies a user's partitions (e.g. the
+MovieLens log of bench/outside_data/README.md) and `--feature-config` names their config,
+sent as the backfill's run conf.
 """
 from __future__ import annotations
 
@@ -43,14 +47,15 @@ def most_at_once(intervals: list[tuple[float, float]]) -> int:
     return peak
 
 
-def backfill(af, first: dt.date, days: int, max_active_runs: int, timeout: float) -> dict:
+def backfill(af, first: dt.date, days: int, max_active_runs: int, timeout: float,
+             conf: dict) -> dict:
     """Request the backfill, follow it to the end, and read back every run and task."""
     af.call("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})
     started = time.time()
     last = first + dt.timedelta(days=days - 1)
     request = {"dag_id": DAG_ID, "from_date": f"{first}T00:00:00Z",
                "to_date": f"{last}T00:00:00Z", "max_active_runs": max_active_runs,
-               "reprocess_behavior": "none", "dag_run_conf": {}}
+               "reprocess_behavior": "none", "dag_run_conf": conf}
     for attempt in range(10):
         try:
             created = af.call("POST", "/api/v2/backfills", request)
@@ -109,6 +114,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--max-active-runs", default="1,3",
                    help="comma-separated modes; the first is the baseline")
     p.add_argument("--timeout", type=float, default=3600, help="seconds per backfill")
+    p.add_argument("--raw-root", help="copy these dt= partitions instead of generating logs")
+    p.add_argument("--feature-config", help="their feature config (sent as run conf)")
+    p.add_argument("--window-days", type=int, default=3, help="run conf window_days")
     p.add_argument("--out", default=str(RESULTS / "backfill.json"))
     args = p.parse_args(argv)
 
@@ -116,19 +124,26 @@ def main(argv: list[str] | None = None) -> dict:
 
     modes = [int(m) for m in args.max_active_runs.split(",")]
     first = dt.date.fromisoformat(args.first)
-    window = 3                                   # the DAG's default window_days
+    window = args.window_days
     start = first - dt.timedelta(days=window)
     work = Path(tempfile.mkdtemp(prefix="bench-backfill-"))
-    raw_home = work / "generated"
-    subprocess.run([sys.executable, "-m", "retrain.cli", "generate", "--out-root", str(raw_home),
-                    "--start", start.isoformat(), "--days", str(args.days + window - 1),
-                    "--rows-per-day", str(args.rows_per_day)], check=True,
-                   stdout=subprocess.DEVNULL)
+    raw = Path(args.raw_root) if args.raw_root else work / "generated" / "raw" / "ctr"
+    if not args.raw_root:
+        subprocess.run([sys.executable, "-m", "retrain.cli", "generate", "--out-root",
+                        str(work / "generated"), "--start", start.isoformat(),
+                        "--days", str(args.days + window - 1),
+                        "--rows-per-day", str(args.rows_per_day)], check=True,
+                       stdout=subprocess.DEVNULL)
+    conf = {"window_days": window}
+    if args.feature_config:
+        conf["feature_config"] = str(Path(args.feature_config).resolve())
     results = []
     for n in modes:
         home = work / f"home-mar{n}"
-        shutil.copytree(raw_home / "raw", home / "raw")
+        shutil.copytree(raw, home / "raw" / "ctr")
         env = {"AIRFLOW_HOME": str(work / f"airflow-mar{n}"),
+               "RETRAIN_CONFIG_ROOTS": str(Path(args.feature_config).resolve().parent)
+               if args.feature_config else "",
                # the scheduled run for the latest day waits for a span that never comes:
                # keep its sensor quiet so it does not load the machine
                "RETRAIN_SPAN_POKE_SECONDS": "3600",
@@ -136,7 +151,7 @@ def main(argv: list[str] | None = None) -> dict:
         os.environ["AIRFLOW_HOME"] = env["AIRFLOW_HOME"]
         print(f"==> backfill of {args.days} days, max_active_runs {n}", flush=True)
         with LocalAirflow(home, DAG_ID, work, schedule="@daily", env=env) as af:
-            result = backfill(af, first, args.days, n, args.timeout)
+            result = backfill(af, first, args.days, n, args.timeout, conf)
         result["kept"] = kept(home, result)
         results.append(result)
         states = [r["state"] for r in result["runs"]]
@@ -148,7 +163,8 @@ def main(argv: list[str] | None = None) -> dict:
     for r in results:
         r["vs_baseline"] = round(r["wall_seconds"] / base, 3)
     out = {"benchmark": "backfill", "dag_id": DAG_ID, "days": args.days,
-           "rows_per_day": args.rows_per_day, "first_logical_date": args.first,
+           "data": args.raw_root or f"generated, {args.rows_per_day} rows a day",
+           "run_conf": conf, "first_logical_date": args.first,
            "modes": results,
            "machine": {"cpus": os.cpu_count(), "load_average_end": list(os.getloadavg())},
            "command": "python bench/backfill.py " + " ".join(argv or sys.argv[1:]),
