@@ -416,6 +416,9 @@ def test_a_user_trains_and_backfills_from_the_ui(airflow_server, page):
     page.find(xpath="//label[contains(., 'Override parameters on existing runs')]").click()
     page.type_into("element_epochs", "1")
     page.type_into("element_window_days", "1")
+    # The days overlap: the dialog allows up to the DAG's max_active_runs (the setting
+    # RETRAIN_MAX_ACTIVE_RUNS, 3 by default; it was capped at 1).
+    page.type_into("max_active_runs", "3")
     page.shot("ui-backfill-dialog.png")
     submit = page.button("Run Backfill")
     assert submit.is_enabled()
@@ -425,6 +428,7 @@ def test_a_user_trains_and_backfills_from_the_ui(airflow_server, page):
     (backfill,) = api.call("GET", f"/api/v2/backfills?dag_id={DAG_ID}")["backfills"]
     assert backfill["from_date"][:10] == first.isoformat(), backfill
     assert backfill["to_date"][:10] == last.isoformat(), backfill
+    assert backfill["max_active_runs"] == 3, backfill
 
     # Push was skipped in both (shadow runs), and the task log says why.
     for run_id in backfill_runs:
