@@ -16,12 +16,12 @@ the artifact root every worker already shares.
 from __future__ import annotations
 
 import json
-import re
 import time
 from pathlib import Path
 from typing import Callable
 
 from retrain.common.atomic import write_json
+from retrain.common.paths import safe_run_id
 
 ACTIVE = ("queued", "running")
 
@@ -30,12 +30,8 @@ def folder(home: str, dag_id: str) -> Path:
     return Path(home) / "turns" / dag_id
 
 
-def _safe(run_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
-
-
 def _own(home: str, dag_id: str, run_id: str) -> list[Path]:
-    return sorted(folder(home, dag_id).glob(f"*__{_safe(run_id)}.json"))
+    return sorted(folder(home, dag_id).glob(f"*__{safe_run_id(run_id)}.json"))
 
 
 def take(home: str, dag_id: str, run_id: str) -> Path:
@@ -44,7 +40,7 @@ def take(home: str, dag_id: str, run_id: str) -> Path:
     mine = _own(home, dag_id, run_id)
     if mine:
         return mine[0]
-    return write_json(folder(home, dag_id) / f"{time.time_ns():020d}__{_safe(run_id)}.json",
+    return write_json(folder(home, dag_id) / f"{time.time_ns():020d}__{safe_run_id(run_id)}.json",
                       {"run_id": run_id})
 
 
