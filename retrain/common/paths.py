@@ -43,8 +43,13 @@ def partition(root: str | os.PathLike, day: dt.date | str) -> str:
     return f"{str(root).rstrip('/')}/{partition_name(day)}"
 
 
+def default_raw_root(root: str | os.PathLike, family: str) -> Path:
+    """Where a family's dt= partitions are when no raw_root is given: <home>/raw/<family>."""
+    return Path(root) / "raw" / family
+
+
 def raw_span_dir(root: Path, family: str, span: dt.date) -> Path:
-    return Path(root) / "raw" / family / partition_name(span)
+    return default_raw_root(root, family) / partition_name(span)
 
 
 def safe_run_id(run_id: str) -> str:

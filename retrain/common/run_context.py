@@ -23,6 +23,11 @@ from typing import Any
 from retrain.common import paths
 
 
+# Written into the run's folder by the first task, so the folder (and the UI's Retrain tab)
+# says which day the run is about, and why, before any step has run.
+CONTEXT_FILE = "run_context.json"
+
+
 @dataclasses.dataclass(frozen=True)
 class RunContext:
     family: str
@@ -32,15 +37,16 @@ class RunContext:
     raw_root: str                  # folder (or URL) holding the family's dt= partitions
     config: str = ""               # the family's config file, resolved ("" = bundled)
     shadow: bool = False           # a shadow backfill: everything but the publish
+    span_reason: str = ""          # why this day (a manual run may take the newest delivered)
 
     @classmethod
     def create(cls, family: str, span: dt.date | str, home: str | os.PathLike, run_id: str,
                raw_root: str | os.PathLike | None = None, config: str = "",
-               shadow: bool = False) -> RunContext:
+               shadow: bool = False, span_reason: str = "") -> RunContext:
         span = span.isoformat() if isinstance(span, dt.date) else str(span)
-        raw = str(raw_root) if raw_root else str(Path(home) / "raw" / family)
+        raw = str(raw_root) if raw_root else str(paths.default_raw_root(home, family))
         return cls(family=family, span=span, home=str(home), run_id=run_id, raw_root=raw,
-                   config=config, shadow=bool(shadow))
+                   config=config, shadow=bool(shadow), span_reason=span_reason)
 
     @classmethod
     def from_xcom(cls, data: RunContext | dict[str, Any]) -> RunContext:

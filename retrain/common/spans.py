@@ -4,10 +4,18 @@ Airflow 3's `@daily` (a CronTriggerTimetable) gives an empty data interval and a
 run may have no logical date at all, so the span is derived here, explicitly and the
 same way for scheduled, manual and backfill runs: an explicit `span` param wins;
 otherwise the day before the run's logical date (or, failing that, its run_after).
+
+A manual run with no `span` whose day before has not been delivered trains on the newest
+delivered day before it instead (`span_for_run`), and says so: the Trigger form as opened
+runs on data that is there instead of waiting 12 hours for a day nobody will export.
+Scheduled and backfill runs keep "the day before" (they wait for it: that is their job).
 """
 from __future__ import annotations
 
 import datetime as dt
+import os
+
+from retrain.common import paths
 
 
 def derive_span(
@@ -24,6 +32,52 @@ def derive_span(
     if anchor is None:
         raise ValueError("cannot derive a span: no span param, logical date or run_after")
     return anchor.date() - dt.timedelta(days=1)
+
+
+def span_for_run(span_param: str | None, logical_date: dt.datetime | None,
+                 run_after: dt.datetime | None, run_type, raw_root: str) -> tuple[dt.date, str]:
+    """The run's span and, in words, why that day (for the task log and the run context).
+
+    Raises ValueError when a manual run has no span and its local `raw_root` holds no
+    delivered day on or before the day before (nothing to train on: say so now)."""
+    span = derive_span(span_param, logical_date, run_after)
+    if span_param:
+        return span, "the span param"
+    kind = getattr(run_type, "value", run_type)
+    if kind != "manual" or "://" in raw_root or _delivered(raw_root, span):
+        return span, f"the day before the run's logical date ({kind or 'run'})"
+    latest = latest_delivered(raw_root, on_or_before=span)
+    if latest is None:
+        raise ValueError(
+            f"nothing to train on: no delivered day (dt=YYYY-MM-DD/_SUCCESS) on or before "
+            f"{span} under raw_root {raw_root}. Deliver a day there, point raw_root at "
+            "your data, or give a span to wait for.")
+    return latest, (f"the newest delivered day: {span}, the day before the logical date, "
+                    "is not delivered and no span was given")
+
+
+def latest_delivered(raw_root: str, on_or_before: dt.date | None = None) -> dt.date | None:
+    """The newest `dt=YYYY-MM-DD` folder of a local `raw_root` with its `_SUCCESS` marker
+    (optionally not after `on_or_before`); None when there is none."""
+    try:
+        names = os.listdir(raw_root)
+    except OSError:
+        return None
+    days = []
+    for name in names:
+        if not name.startswith(paths.PARTITION_PREFIX):
+            continue
+        try:
+            day = dt.date.fromisoformat(name.removeprefix(paths.PARTITION_PREFIX))
+        except ValueError:
+            continue
+        if (on_or_before is None or day <= on_or_before) and _delivered(raw_root, day):
+            days.append(day)
+    return max(days, default=None)
+
+
+def _delivered(raw_root: str, day: dt.date) -> bool:
+    return os.path.isfile(os.path.join(paths.partition(raw_root, day), "_SUCCESS"))
 
 
 def window(span: dt.date, days: int, exclude=()) -> list[dt.date]:

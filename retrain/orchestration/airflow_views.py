@@ -14,6 +14,7 @@ TensorFlow or Beam.
 """
 from __future__ import annotations
 
+import datetime as dt
 import html
 import json
 from pathlib import Path
@@ -24,6 +25,7 @@ from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse
 
 from retrain.common import paths
+from retrain.common.run_context import CONTEXT_FILE
 from retrain.orchestration.families import FAMILIES
 from retrain.orchestration.ui_routes import PREFIX
 from retrain.orchestration.dag_defaults import home
@@ -52,11 +54,23 @@ def _run_folder(dag_id: str, run_id: str) -> Path:
     return max(found, key=lambda p: p.parent.name)
 
 
-def _summary(folder: Path) -> dict:
+def _summary(folder: Path, name: str = "run_summary.json") -> dict:
     try:
-        return json.loads((folder / "run_summary.json").read_text())
+        return json.loads((folder / name).read_text())
     except (FileNotFoundError, ValueError):
         return {}
+
+
+def _status_before_push(folder: Path, ctx: dict) -> str:
+    """What a run with no run_summary.json is doing, as far as its folder tells."""
+    marker = Path(ctx.get("span_dir") or "/nonexistent") / "_SUCCESS"
+    if ctx and not marker.exists():
+        since = dt.datetime.fromtimestamp((folder / CONTEXT_FILE).stat().st_mtime,
+                                          dt.timezone.utc)
+        return (f"waiting for the span's data: no {marker} yet "
+                f"(run started {since:%Y-%m-%d %H:%M} UTC; the wait_for_span log counts it)")
+    return ("no run_summary.json yet: the run has not reached push, or failed before it "
+            "(see the task logs)")
 
 
 def _link(href: str, text: str) -> str:
@@ -65,11 +79,12 @@ def _link(href: str, text: str) -> str:
 
 def run_page(dag_id: str, run_id: str, folder: Path) -> str:
     """The run at a glance, from its run_summary.json (written by push) and its folder."""
-    s = _summary(folder)
+    s, ctx = _summary(folder), _summary(folder, CONTEXT_FILE)
     base = f"{PREFIX}/runs/{dag_id}/{run_id}/files"
+    span = s.get("span") or ctx.get("span") or folder.parent.name[3:]
+    why = f" ({ctx['span_reason']})" if ctx.get("span_reason") else ""
     rows: list[tuple[str, str]] = [("run", html.escape(run_id)),
-                                   ("span", html.escape(s.get("span") or
-                                                        folder.parent.name[3:]))]
+                                   ("span", html.escape(span + why))]
     pre = s.get("preprocess") or {}
     if pre:
         screen = pre.get("window_screen") or {}
@@ -98,8 +113,7 @@ def run_page(dag_id: str, run_id: str, folder: Path) -> str:
                                    "nothing (shadow run)" if s.get("shadow")
                                    else "nothing (not blessed)")))
     else:
-        rows.append(("status", "no run_summary.json yet: the run has not reached push, "
-                               "or failed before it (see the task logs)"))
+        rows.append(("status", html.escape(_status_before_push(folder, ctx))))
     links = [(rel, text) for rel, text in (("evaluation/report.html", "Evaluation report"),
                                            ("validation/data_docs/index.html", "Data Docs"))
              if (folder / rel).is_file()]

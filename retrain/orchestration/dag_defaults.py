@@ -67,7 +67,9 @@ def span_params(what: str, window_help: str, eval_help: str) -> dict[str, Param]
     return {
         "span": Param(None, type=["null", "string"], format="date",
                       description=f"Day of {what} to train on (YYYY-MM-DD). "
-                                  "Empty: the day before the run's logical date."),
+                                  "Empty: the day before the run's logical date; a manual "
+                                  "run whose day before is not delivered takes the newest "
+                                  "delivered day (its log says so)."),
         "window_days": Param(3, type="integer", minimum=1, maximum=max_window_days(),
                              description=f"{window_help} At most {max_window_days()} "
                                          f"({MAX_WINDOW_ENV})."),

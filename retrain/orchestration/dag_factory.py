@@ -14,6 +14,7 @@ builders are imported inside the tasks, so DAG parsing stays cheap.
 from __future__ import annotations
 
 import datetime as dt
+import warnings
 from pathlib import Path
 from typing import Callable
 
@@ -25,6 +26,13 @@ from retrain.common.settings import family_default
 from retrain.orchestration.families import Family, resolve
 from retrain.orchestration.dag_defaults import (daily as _daily, home as _home, publish_or_skip,
                                   publish_params, span_params)
+
+# Airflow's standard provider (1.21.0, the newest) imports `determine_kwargs` for
+# @task.sensor from its deprecated location: one DeprecatedImportWarning in every task log,
+# about a line of Airflow's own that no user can act on. Only that warning is silenced.
+warnings.filterwarnings(
+    "ignore", message=r"The `airflow\.utils\.operator_helpers\.determine_kwargs` attribute "
+                      r"is deprecated")
 
 def span_poke_seconds() -> float:
     """Seconds between two looks for the span's _SUCCESS marker (reschedule mode: no
@@ -102,15 +110,26 @@ def make_dag(family: Family):
         @task
         def resolve_span(params=None, logical_date=None, dag_run=None, run_id=None) -> dict:
             """Pin the span and the run's artifact folder once; every later task reads them."""
-            from retrain.common import run_inputs
-            from retrain.common.spans import derive_span, is_shadow
+            import logging
 
-            span = derive_span(params.get("span"), logical_date,
-                               getattr(dag_run, "run_after", None))
+            from retrain.common import paths, run_inputs
+            from retrain.common.spans import derive_span, is_shadow, span_for_run
+
+            run_after = getattr(dag_run, "run_after", None)
+            span, why = derive_span(params.get("span"), logical_date, run_after), ""
             home = _home()
             config = params.get(family.config_param) or ""
             problems = run_inputs.check(span, raw_root=params.get("raw_root"), config=config,
                                         config_param=family.config_param)
+            if not problems:   # only a root the checks allow is looked into
+                raw_root = params.get("raw_root") or str(paths.default_raw_root(home, family.name))
+                try:
+                    span, why = span_for_run(params.get("span"), logical_date, run_after,
+                                             getattr(dag_run, "run_type", None), raw_root)
+                except ValueError as e:
+                    problems.append(str(e))
+                else:
+                    logging.getLogger("retrain.dag").info("span %s: %s", span, why)
             if config and not problems:
                 try:   # a broken config fails now, not after the sensor's wait
                     resolve(family.config_loader)(str(Path(config).resolve()))
@@ -118,11 +137,16 @@ def make_dag(family: Family):
                     problems.append(f"{family.config_param} {config}: {e}")
             if problems:
                 raise AirflowFailException("refusing the run: " + "; ".join(problems))
-            return RunContext.create(
+            from retrain.common.atomic import write_json
+            from retrain.common.run_context import CONTEXT_FILE
+
+            ctx = RunContext.create(
                 family.name, span, home, run_id, raw_root=params.get("raw_root"),
                 config=config and str(Path(config).resolve()),
-                shadow=is_shadow(params.get("shadow"),
-                                 getattr(dag_run, "run_type", None))).to_xcom()
+                shadow=is_shadow(params.get("shadow"), getattr(dag_run, "run_type", None)),
+                span_reason=why).to_xcom()
+            write_json(Path(ctx["run_dir"]) / CONTEXT_FILE, ctx)
+            return ctx
 
         @task.sensor(mode="reschedule", poke_interval=span_poke_seconds(),
                      timeout=dt.timedelta(days=7))

@@ -105,11 +105,18 @@ def test_two_daily_runs_publish_and_compare(airflow_home, retrain_home):
     assert summary["evaluation"]["baseline"]["auc"] > 0.5     # scored on the same rows
     assert registry.current("ctr")["version"] == 1
 
-    forced = dag.test(logical_date=dt.datetime(2026, 11, 4, tzinfo=UTC),
+    # Triggered as the form opens (no span) a week after the logs end: the manual run
+    # trains on the newest delivered day, 2026-11-03, instead of waiting for 2026-11-09,
+    # and its run folder says why.
+    forced = dag.test(logical_date=dt.datetime(2026, 11, 10, 9, 30, tzinfo=UTC),
                       run_conf={**conf, "min_auc": 0.999,
                                 "force_bless_reason": "integration test: operator override"})
     states = task_states(forced)
     assert all(s == "success" for s in states.values()), states
+    context = json.loads((paths.run_dir(retrain_home, "ctr", dt.date(2026, 11, 3), forced.run_id)
+                          / "run_context.json").read_text())
+    assert context["span"] == "2026-11-03"
+    assert "newest delivered day: 2026-11-09" in context["span_reason"], context
     current = registry.current("ctr")
     assert current["version"] == 2 and current["data_span"] == "2026-11-03"
     assert current["gate"]["forced"] is True

@@ -61,3 +61,22 @@ def test_only_files_of_the_runs_own_folder_are_served(client):
     # Another DAG's run of the same id is not this one; an unknown DAG has no runs here.
     assert client.get(f"/runs/text_daily_finetune/{RUN}").status_code == 404
     assert client.get(f"/runs/not_a_retrain_dag/{RUN}").status_code == 404
+
+
+def test_a_waiting_run_says_what_it_waits_for_and_since_when(client, tmp_path):
+    from retrain.common.run_context import CONTEXT_FILE, RunContext
+
+    run = "manual__2026-12-03T09:30:00+00:00"
+    ctx = RunContext.create("ctr", "2026-12-02", tmp_path, run,
+                            span_reason="the day before the run's logical date (manual)")
+    folder = tmp_path / "runs" / "ctr" / "dt=2026-12-02" / paths.safe_run_id(run)
+    folder.mkdir(parents=True)
+    (folder / CONTEXT_FILE).write_text(json.dumps(ctx.to_xcom()))
+    text = client.get(f"/runs/ctr_daily_retrain/{run}").text
+    assert "2026-12-02 (the day before the run&#x27;s logical date (manual))" in text
+    assert f"waiting for the span&#x27;s data: no {ctx.span_dir}/_SUCCESS yet" in text
+    assert "run started 20" in text
+    # Delivered: the run is past the wait, and the page no longer says it waits.
+    (tmp_path / "raw" / "ctr" / "dt=2026-12-02").mkdir(parents=True)
+    (tmp_path / "raw" / "ctr" / "dt=2026-12-02" / "_SUCCESS").write_text("")
+    assert "not reached push" in client.get(f"/runs/ctr_daily_retrain/{run}").text
