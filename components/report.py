@@ -1,11 +1,12 @@
-"""The evaluation report: one self-contained HTML page per evaluation, next to eval.json.
+"""The evaluation page's shared parts: shell, styles, plots, the verdict and the gate.
 
-The person on call should see at a glance why a model was (not) published: candidate vs
-baseline vs Bayes-optimal with confidence intervals, ROC and calibration plots, the
-per-slice table, every gate rule with its numbers, and how the metric moved over the
-last published versions. Plots are matplotlib PNGs inlined as base64 and the styles are
-inline, so the page opens from a file, an artifact store or a mail attachment with no
-network. Reads eval.json (and the registry for history); writes report.html atomically.
+Every family writes one self-contained `report.html` next to its eval.json, so the person
+on call sees why a model was (not) published without opening JSON. The page a family
+draws is its own (`components/<family>/report.py`: its metrics, its slices); what every
+page shares lives here, so the verdict, every gate rule with its numbers, the history of
+published versions and the look are the same in every family and written once. Plots are
+matplotlib PNGs inlined as base64 and the styles are inline: the page opens from a file,
+an artifact store or a mail attachment with no network. Writes the page atomically.
 """
 from __future__ import annotations
 
@@ -17,45 +18,61 @@ import io
 import json
 import logging
 import os
-import sys
 import tempfile
 from pathlib import Path
-from typing import Any
-
-from retrain.common.step import main
+from typing import Any, Callable
 
 log = logging.getLogger(__name__)
 
 REPORT_FILE = "report.html"
-MODELS = (("candidate", "Candidate", "#1f6feb"), ("baseline", "Baseline (published)", "#d97706"),
-          ("bayes_optimal", "Bayes-optimal", "#6b7280"))
-# The candidate is drawn on top: it hides an identical baseline rather than the reverse.
-_Z = {"candidate": 4, "baseline": 3, "bayes_optimal": 2}
 
 
-@dataclasses.dataclass
-class ReportSpec:
-    eval_json: str                      # eval.json written by the evaluation step
-    out_path: str | None = None         # default: report.html next to eval_json
-    registry_root: str | None = None    # history of published versions (none if unset)
-    model_name: str = "ctr"
-    history_versions: int = 10
+@dataclasses.dataclass(frozen=True)
+class Series:
+    """One model as the page draws it; the first of a list is drawn on top (it hides an
+    identical second model rather than the reverse)."""
+
+    key: str                 # the model's key in eval.json ("candidate", ...)
+    label: str
+    color: str
+    dashed: bool = False     # a reference (a ceiling, a classical model), not a contender
+    note: str = ""           # shown in a table when eval.json has no such model
 
 
-def run(spec: ReportSpec) -> dict:
-    """Render report.html from an eval.json (and the registry's history)."""
-    from retrain.common.atomic import read_json
-    evaluation = read_json(spec.eval_json)
-    history = registry_history(spec.registry_root, spec.model_name, spec.history_versions)
-    out = Path(spec.out_path) if spec.out_path else Path(spec.eval_json).with_name(REPORT_FILE)
-    path = write_report(evaluation, out, history=history, model_name=spec.model_name)
-    log.info("evaluation report: %s", path)
-    return {"report_uri": str(path)}
+def write_page(text: str, path: str | os.PathLike) -> Path:
+    """Write the page atomically (temp file + rename); returns its path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_or_log(draw: Callable[[], str], path: str | os.PathLike
+                 ) -> tuple[str | None, str | None]:
+    """(page path, None), or (None, the error) when the page cannot be drawn: the page is
+    for people, so a failure is logged loudly but never blocks the gate's decision
+    (eval.json already holds everything)."""
+    try:
+        written = write_page(draw(), path)
+    except Exception as e:  # noqa: BLE001 - reported in the log and the result
+        log.exception("evaluation report could not be written")
+        return None, f"{type(e).__name__}: {e}"
+    log.info("evaluation report: %s", written.resolve())
+    return str(written), None
 
 
 def registry_history(registry_root: str | os.PathLike | None, model_name: str,
                      n: int = 10) -> list[dict]:
-    """The last `n` versions of the model (every version was published when made)."""
+    """The last `n` versions of the model (every version was published when made), with
+    the gate's headline metrics."""
     if not registry_root:
         return []
     from retrain.common.registry import NotFound, Registry
@@ -81,27 +98,9 @@ def registry_history(registry_root: str | os.PathLike | None, model_name: str,
     return out
 
 
-def write_report(evaluation: dict, path: str | os.PathLike, history: list[dict] | None = None,
-                 model_name: str = "ctr") -> Path:
-    """Render and write the page atomically (temp file + rename); returns its path."""
-    path = Path(path)
-    text = render(evaluation, history=history, model_name=model_name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
 # --------------------------------------------------------------------------- plots
 
-def _figure(width: float = 5.2, height: float = 4.2):
+def figure(width: float = 5.2, height: float = 4.2):
     # Figure + Agg canvas directly: no pyplot, so no global backend or state is touched.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -110,63 +109,63 @@ def _figure(width: float = 5.2, height: float = 4.2):
     return fig
 
 
-def _png(fig) -> str:
+def img(fig, alt: str) -> str:
+    """The figure as an inline PNG <img>."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    b64 = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f'<img class="plot" alt="{e(alt)}" src="data:image/png;base64,{b64}">'
 
 
-def _img(b64: str, alt: str) -> str:
-    return (f'<img class="plot" alt="{html.escape(alt)}" '
-            f'src="data:image/png;base64,{b64}">')
+def _draw(ax, xs, ys, s: Series, z: int, **kw) -> None:
+    ax.plot(xs, ys, color=s.color, ls="--" if s.dashed else "-", label=s.label, zorder=z,
+            **kw)
 
 
-def _roc_plot(curves: dict) -> str | None:
-    roc = (curves or {}).get("roc") or {}
-    if not any(roc.get(k) for k, _, _ in MODELS):
+def roc_plot(roc: dict, series: list[Series], alt: str) -> str | None:
+    """ROC curves ({key: {fpr, tpr}}) of the models in `series` that have one."""
+    shown = [s for s in series if (roc or {}).get(s.key)]
+    if not shown:
         return None
-    fig = _figure()
+    fig = figure()
     ax = fig.add_subplot()
     ax.plot([0, 1], [0, 1], color="#d1d5db", lw=1, label="random")
-    for key, label, color in MODELS:
-        c = roc.get(key)
-        if c:
-            ax.plot(c["fpr"], c["tpr"], color=color, lw=1.2 if key == "bayes_optimal" else 2,
-                    ls="--" if key == "bayes_optimal" else "-", label=label, zorder=_Z[key])
+    for i, s in enumerate(shown):
+        _draw(ax, roc[s.key]["fpr"], roc[s.key]["tpr"], s, len(series) + 1 - i,
+              lw=1.2 if s.dashed else 2)
     ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="false positive rate",
            ylabel="true positive rate", title="ROC curve")
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
-    return _img(_png(fig), "ROC curve: candidate vs baseline vs Bayes-optimal")
+    return img(fig, alt)
 
 
-def _reliability_plot(curves: dict) -> str | None:
-    rel = (curves or {}).get("reliability") or {}
-    shown = [(k, lab, col) for k, lab, col in MODELS if rel.get(k)]
+def reliability_plot(curves: dict, series: list[Series], *, xlabel: str, ylabel: str,
+                     title: str, alt: str) -> str | None:
+    """Mean predicted vs observed per bin ({key: {mean_pred, observed}}) for the models in
+    `series` that have a curve, against the diagonal of perfect calibration."""
+    shown = [s for s in series if (curves or {}).get(s.key)]
     if not shown:
         return None
-    fig = _figure()
+    fig = figure()
     ax = fig.add_subplot()
-    top = max(max(rel[k]["mean_pred"] + rel[k]["observed"]) for k, _, _ in shown)
+    top = max(max(curves[s.key]["mean_pred"] + curves[s.key]["observed"]) for s in shown)
     top = min(1.0, top * 1.08) or 1.0
     ax.plot([0, top], [0, top], color="#d1d5db", lw=1, label="perfectly calibrated")
-    for key, label, color in shown:
-        c = rel[key]
-        ax.plot(c["mean_pred"], c["observed"], marker="o", ms=4, color=color,
-                ls="--" if key == "bayes_optimal" else "-", lw=1.2, label=label,
-                zorder=_Z[key])
-    ax.set(xlim=(0, top), ylim=(0, top), xlabel="mean predicted click rate (per bin)",
-           ylabel="observed click rate", title="Calibration (reliability)")
+    for i, s in enumerate(shown):
+        _draw(ax, curves[s.key]["mean_pred"], curves[s.key]["observed"], s,
+              len(series) + 1 - i, marker="o", ms=4, lw=1.2)
+    ax.set(xlim=(0, top), ylim=(0, top), xlabel=xlabel, ylabel=ylabel, title=title)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize=8)
-    return _img(_png(fig), "Calibration plot: predicted vs observed click rate per bin")
+    return img(fig, alt)
 
 
 def _history_plot(history: list[dict], candidate: dict | None) -> str | None:
     points = [h for h in history if isinstance(h.get("auc"), (int, float))]
     if not points:
         return None
-    fig = _figure(7.5, 3.0)
+    fig = figure(7.5, 3.0)
     ax = fig.add_subplot()
     xs = list(range(len(points)))
     ys = [h["auc"] for h in points]
@@ -191,16 +190,25 @@ def _history_plot(history: list[dict], candidate: dict | None) -> str | None:
     ax.set(ylabel="AUC", title="AUC over the last published versions (bars: 95% CI)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
-    return _img(_png(fig), "AUC history of published versions and this candidate")
+    return img(fig, "AUC history of published versions and this candidate")
+
+
+def plots(images: list[str | None], empty: str) -> str:
+    """The drawn plots side by side, or `empty` when none could be drawn."""
+    shown = [p for p in images if p]
+    if not shown:
+        return f'<p class="muted">{e(empty)}</p>'
+    return f'<div class="plots">{"".join(shown)}</div>'
 
 
 # --------------------------------------------------------------------------- html
 
-def _e(value: Any) -> str:
+def e(value: Any) -> str:
+    """HTML-escaped text of any value (data and config never reach the page raw)."""
     return html.escape(str(value))
 
 
-def _num(value: Any, digits: int = 4) -> str:
+def num(value: Any, digits: int = 4) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return "&ndash;"
     if isinstance(value, int):
@@ -208,58 +216,36 @@ def _num(value: Any, digits: int = 4) -> str:
     return f"{value:.{digits}f}"
 
 
-def _ci(metrics: dict | None, key: str) -> str:
-    ci = ((metrics or {}).get("ci") or {}).get(key) or {}
-    if ci.get("low") is None:
+def interval(ci: dict | None, signed: bool = False) -> str:
+    """A {low, high} interval as a small grey "[low, high]" (nothing without one)."""
+    ci = ci or {}
+    if not isinstance(ci.get("low"), (int, float)) or not isinstance(ci.get("high"),
+                                                                     (int, float)):
         return ""
-    return f'<span class="ci">[{ci["low"]:.4f}, {ci["high"]:.4f}]</span>'
+    f = "+.4f" if signed else ".4f"
+    return f'<span class="ci">[{ci["low"]:{f}}, {ci["high"]:{f}}]</span>'
 
 
-def _headline(evaluation: dict) -> str:
-    rows = []
-    for key, label, color in MODELS:
-        m = evaluation.get(key)
-        if not m:
-            note = {"baseline": "no published model yet",
-                    "bayes_optimal": "no true click probabilities"}.get(key, "")
-            rows.append(f'<tr><th><span class="dot" style="background:{color}"></span>'
-                        f'{_e(label)}</th><td colspan="6" class="muted">{_e(note)}</td></tr>')
-            continue
-        rows.append(
-            f'<tr><th><span class="dot" style="background:{color}"></span>{_e(label)}</th>'
-            f'<td>{_num(m.get("auc"))} {_ci(m, "auc")}</td>'
-            f'<td>{_num(m.get("log_loss"))} {_ci(m, "log_loss")}</td>'
-            f'<td>{_num(m.get("calibration"), 3)}</td>'
-            f'<td>{_num(m.get("normalized_entropy"))}</td>'
-            f'<td>{_num(m.get("mean_prob"))} / {_num(m.get("ctr"))}</td>'
-            f'<td>{_num(m.get("n"))}</td></tr>')
-    cand, base = evaluation.get("candidate") or {}, evaluation.get("baseline") or {}
-    ci = cand.get("ci") or {}
-    if base and ci.get("auc_delta"):
-        d_auc, d_ll = ci["auc_delta"], ci.get("log_loss_delta") or {}
-
-        def delta(d: dict) -> str:
-            if d.get("estimate") is None:
-                return "&ndash;"
-            text = f"{d['estimate']:+.4f}"
-            if d.get("low") is not None:
-                text += f' <span class="ci">[{d["low"]:+.4f}, {d["high"]:+.4f}]</span>'
-            return text
-        rows.append(f'<tr class="delta"><th>Candidate &minus; baseline (paired)</th>'
-                    f'<td>{delta(d_auc)}</td><td>{delta(d_ll)}</td>'
-                    f'<td colspan="4"></td></tr>')
-    level = ci.get("level", 0.95)
-    note = (f'{int(round(level * 100))}% intervals: {_e(ci.get("method", "bootstrap"))}, '
-            f'{_e(ci.get("n_resamples", "?"))} resamples of the eval rows (seed '
-            f'{_e(ci.get("seed", "?"))}); all models scored on the same rows.') if ci else ""
-    return (
-        '<table class="grid"><thead><tr><th></th><th>AUC</th><th>log loss</th>'
-        '<th>calibration<br><small>pred / observed</small></th><th>normalized entropy</th>'
-        '<th>mean pred / CTR</th><th>rows</th></tr></thead><tbody>'
-        + "".join(rows) + f'</tbody></table><p class="note">{note}</p>')
+def delta(d: dict | None) -> str:
+    """A paired difference {estimate, low, high} as "+0.0123 [low, high]"."""
+    d = d or {}
+    if not isinstance(d.get("estimate"), (int, float)):
+        return "&ndash;"
+    return f"{d['estimate']:+.4f} " + interval(d, signed=True)
 
 
-def _verdict(decision: dict) -> str:
+def dot(color: str) -> str:
+    return f'<span class="dot" style="background:{e(color)}"></span>'
+
+
+def table(head: list[str], rows: list[str], cls: str = "grid") -> str:
+    """A table from header cells (HTML, already escaped) and <tr> rows."""
+    cells = "".join(f"<th>{h}</th>" for h in head)
+    return (f'<table class="{e(cls)}"><thead><tr>{cells}</tr></thead><tbody>'
+            + "".join(rows) + "</tbody></table>")
+
+
+def verdict(decision: dict) -> str:
     if decision.get("forced"):
         cls, text = "forced", "PUBLISHED BY FORCE"
     elif decision.get("blessed"):
@@ -269,85 +255,45 @@ def _verdict(decision: dict) -> str:
     return f'<div class="verdict {cls}">{text}</div>'
 
 
-def _gate(decision: dict) -> str:
+def gate(decision: dict) -> str:
+    """Every rule with its observed value, interval, limit and baseline; then the reasons
+    exactly as the gate recorded them."""
     rows = []
     for r in decision.get("rules") or []:
         ok = r.get("passed")
-        interval = (f'[{_num(r["delta_low"])}, {_num(r["delta_high"])}]'
-                    if "delta_low" in r and "delta_high" in r else "")
-        rows.append(f'<tr class="{"pass" if ok else "fail"}"><td><code>{_e(r.get("name"))}'
-                    f'</code></td><td>{_num(r.get("observed"))}</td><td>{interval}</td>'
-                    f'<td>{_num(r.get("limit"))}</td><td>{_num(r.get("baseline"))}</td>'
+        span = (f'[{num(r["delta_low"])}, {num(r["delta_high"])}]'
+                if "delta_low" in r and "delta_high" in r else "")
+        rows.append(f'<tr class="{"pass" if ok else "fail"}"><td><code>{e(r.get("name"))}'
+                    f'</code></td><td>{num(r.get("observed"))}</td><td>{span}</td>'
+                    f'<td>{num(r.get("limit"))}</td><td>{num(r.get("baseline"))}</td>'
                     f'<td class="res">{"pass" if ok else "FAIL"}</td></tr>')
-    reasons = "".join(f"<li>{_e(line)}</li>" for line in decision.get("reasons") or [])
+    reasons = "".join(f"<li>{e(line)}</li>" for line in decision.get("reasons") or [])
     forced = ""
     if decision.get("force_reason"):
-        forced = f'<p><b>Force reason:</b> {_e(decision["force_reason"])}</p>'
-    return ('<table class="grid"><thead><tr><th>rule</th><th>observed</th>'
-            '<th>interval<br><small>of the difference</small></th><th>limit</th><th>baseline</th><th>result</th></tr></thead><tbody>' + "".join(rows)
-            + f'</tbody></table>{forced}<h3>Reasons, as recorded</h3>'
-              f'<ol class="reasons">{reasons}</ol>')
+        forced = f'<p><b>Force reason:</b> {e(decision["force_reason"])}</p>'
+    return (table(["rule", "observed", "interval<br><small>of the difference</small>",
+                   "limit", "baseline", "result"], rows)
+            + f'{forced}<h3>Reasons, as recorded</h3><ol class="reasons">{reasons}</ol>')
 
 
-def _slices(evaluation: dict) -> str:
-    slices = evaluation.get("slices") or {}
-    cand = slices.get("candidate") or {}
-    if not cand:
-        return '<p class="muted">No slices were computed.</p>'
-    base = slices.get("baseline") or {}
-    bayes = slices.get("bayes_optimal") or {}
-    guards = {r["name"]: r for r in (evaluation.get("decision") or {}).get("rules") or []
-              if str(r.get("name", "")).startswith("max_slice_auc_drop[")}
-    thresholds = (evaluation.get("decision") or {}).get("thresholds") or {}
-    rows = []
-    for slice_name, values in cand.items():
-        for value, m in values.items():
-            b = (base.get(slice_name) or {}).get(value) or {}
-            o = (bayes.get(slice_name) or {}).get(value) or {}
-            delta = (m["auc"] - b["auc"]) if isinstance(m.get("auc"), float) \
-                and isinstance(b.get("auc"), float) else None
-            guard = guards.get(f"max_slice_auc_drop[{slice_name}={value}]")
-            if guard is not None:
-                res = ("pass", "pass") if guard["passed"] else ("fail", "FAIL")
-            else:
-                res = ("muted", "not guarded")
-            rows.append(
-                f'<tr class="{res[0] if res[0] == "fail" else ""}"><td>{_e(slice_name)}</td>'
-                f'<td>{_e(value)}</td><td>{_num(m.get("n"))}</td>'
-                f'<td>{_num(m.get("ctr"))}</td><td>{_num(m.get("auc"))}</td>'
-                f'<td>{_num(b.get("auc"))}</td>'
-                f'<td class="{"neg" if delta is not None and delta < 0 else ""}">'
-                f'{"&ndash;" if delta is None else f"{delta:+.4f}"}</td>'
-                f'<td>{_num(o.get("auc"))}</td><td>{_num(m.get("log_loss"))}</td>'
-                f'<td>{_num(b.get("log_loss"))}</td><td>{_num(m.get("calibration"), 3)}</td>'
-                f'<td class="res {res[0]}">{res[1]}</td></tr>')
-    note = ""
-    if thresholds.get("max_slice_auc_drop") is not None:
-        note = (f'<p class="note">Guard: a slice value with at least '
-                f'{_e(thresholds.get("min_slice_rows"))} rows and '
-                f'{_e(thresholds.get("min_slice_positives"))} positives may lose at most '
-                f'{_e(thresholds.get("max_slice_auc_drop"))} AUC against the baseline on '
-                f'the same rows.</p>')
-    return ('<table class="grid slices"><thead><tr><th>slice</th><th>value</th><th>rows</th>'
-            '<th>CTR</th><th>AUC cand.</th><th>AUC base.</th><th>&Delta; AUC</th>'
-            '<th>AUC Bayes</th><th>log loss cand.</th><th>log loss base.</th>'
-            '<th>calibration cand.</th><th>guard</th></tr></thead><tbody>'
-            + "".join(rows) + "</tbody></table>" + note)
-
-
-def _history(history: list[dict], candidate: dict | None) -> str:
-    if not history:
+def history(versions: list[dict], candidate: dict | None) -> str:
+    """The registry's last published versions (`registry_history`) and this candidate."""
+    if not versions:
         return '<p class="muted">No published versions in the registry yet.</p>'
-    plot = _history_plot(history, candidate) or ""
-    rows = "".join(
-        f'<tr><td>v{_e(h.get("version"))}{" (current)" if h.get("current") else ""}</td>'
-        f'<td>{_e(h.get("stage"))}</td><td>{_e(h.get("data_span") or "")}</td>'
-        f'<td>{_e((h.get("created_at") or "")[:19])}</td><td>{_num(h.get("auc"))}</td>'
-        f'<td>{_num(h.get("log_loss"))}</td><td>{"forced" if h.get("forced") else ""}</td>'
-        f'<td><code>{_e(h.get("run_id") or "")}</code></td></tr>' for h in reversed(history))
-    return (plot + '<table class="grid"><thead><tr><th>version</th><th>stage</th>'
-            '<th>span</th><th>created (UTC)</th><th>AUC</th><th>log loss</th><th>gate</th>'
-            '<th>run id</th></tr></thead><tbody>' + rows + "</tbody></table>")
+    plot = _history_plot(versions, candidate) or ""
+    rows = [
+        f'<tr><td>v{e(h.get("version"))}{" (current)" if h.get("current") else ""}</td>'
+        f'<td>{e(h.get("stage"))}</td><td>{e(h.get("data_span") or "")}</td>'
+        f'<td>{e((h.get("created_at") or "")[:19])}</td><td>{num(h.get("auc"))}</td>'
+        f'<td>{num(h.get("log_loss"))}</td><td>{"forced" if h.get("forced") else ""}</td>'
+        f'<td><code>{e(h.get("run_id") or "")}</code></td></tr>' for h in reversed(versions)]
+    return plot + table(["version", "stage", "span", "created (UTC)", "AUC", "log loss",
+                         "gate", "run id"], rows)
+
+
+def thresholds(decision: dict) -> str:
+    return (f'<pre>{e(json.dumps(decision.get("thresholds") or {}, indent=2, sort_keys=True))}'
+            "</pre>")
 
 
 _CSS = """
@@ -370,48 +316,22 @@ table.slices td:nth-child(2){text-align:left}
 tr.fail td{background:#fef2f2}td.res.fail,tr.fail td.res{color:#b91c1c;font-weight:700}
 tr.pass td.res{color:#15803d}td.res.muted,.muted{color:#6b7280}
 td.neg{color:#b91c1c}tr.delta th,tr.delta td{background:#f3f4f6}
+td.diag{background:#ecfdf5;font-weight:600}
 .ci{color:#6b7280;font-size:11.5px}.note{color:#6b7280;font-size:12px;margin:2px 0 0}
 .dot{display:inline-block;width:10px;height:10px;border-radius:50%;margin-right:6px}
-.plots{display:flex;flex-wrap:wrap;gap:12px}
+.plots,.side{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}
 img.plot{background:#fff;border:1px solid #e5e7eb;max-width:100%}
 ol.reasons{margin:4px 0;padding-left:22px;font-family:ui-monospace,Menlo,Consolas,monospace;
 font-size:12.5px}
 """
 
 
-def render(evaluation: dict, history: list[dict] | None = None,
-           model_name: str = "ctr") -> str:
-    """The whole page as a string; no I/O (only its arguments and the clock)."""
-    decision = evaluation.get("decision") or {}
-    curves = evaluation.get("curves") or {}
-    plots = [p for p in (_roc_plot(curves), _reliability_plot(curves)) if p]
-    span_dir = evaluation.get("span_dir") or ""
-    span = Path(span_dir).name.removeprefix("dt=") if span_dir else "?"
-    generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
-    meta = (f'span <b>{_e(span)}</b> &middot; {_num(evaluation.get("rows"))} eval rows '
-            f'&middot; generated {generated}<br>candidate <code>'
-            f'{_e(evaluation.get("candidate_model_dir") or "")}</code><br>baseline <code>'
-            f'{_e(evaluation.get("baseline_model_dir") or "none")}</code>')
-    body = [
-        f"<h1>Evaluation of {_e(model_name)} &mdash; span {_e(span)}</h1>",
-        f'<div class="meta">{meta}</div>', _verdict(decision),
-        "<h2>Headline metrics</h2>", _headline(evaluation),
-        "<h2>Gate decision</h2>", _gate(decision),
-        "<h2>ROC and calibration</h2>",
-        f'<div class="plots">{"".join(plots)}</div>' if plots
-        else '<p class="muted">No curves (one class only in the eval rows?).</p>',
-        "<h2>Per-slice metrics</h2>", _slices(evaluation),
-        "<h2>History of published versions</h2>",
-        _history(history or [], evaluation.get("candidate")),
-        "<h2>Thresholds</h2>",
-        f'<pre>{_e(json.dumps(decision.get("thresholds") or {}, indent=2, sort_keys=True))}'
-        "</pre>",
-    ]
+def generated_at() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def page(title: str, body: list[str]) -> str:
+    """The whole document: `title` is plain text (escaped here), `body` ready HTML."""
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{_e(model_name)} evaluation {_e(span)}</title>"
-            f"<style>{_CSS}</style></head><body><main>" + "\n".join(body)
-            + "</main></body></html>\n")
-
-
-if __name__ == "__main__":
-    sys.exit(main(ReportSpec, run))
+            f"<title>{e(title)}</title><style>{_CSS}</style></head><body><main>"
+            + "\n".join(body) + "</main></body></html>\n")

@@ -11,7 +11,7 @@ slice guards, so a better average cannot hide a segment that got worse.
 Writes into `out_dir`, each file atomically: `scores_sample.json` (the candidate's
 scores for the first eval rows, which the serving check compares against before
 publishing), `eval.json` (everything the gate saw, its decision, the curves) and
-`report.html` (`components.report`, whose path is logged for the task log). The
+`report.html` (`components.ctr.report`, whose path is logged for the task log). The
 blessing is `components.gate.decide`.
 """
 from __future__ import annotations
@@ -276,19 +276,15 @@ def _fmt(x) -> str:
 
 
 def _write_report(report: dict, out_dir: Path, spec: EvaluateSpec):
-    """The HTML report is for people: if it cannot be drawn, say so loudly in the log but
-    do not block the gate's decision (eval.json already holds everything)."""
-    from components import report as html_report
-    try:
-        history = html_report.registry_history(spec.registry_root, spec.model_name,
-                                               spec.history_versions)
-        path = html_report.write_report(report, out_dir / html_report.REPORT_FILE,
-                                        history=history, model_name=spec.model_name)
-    except Exception as e:  # noqa: BLE001 - reported in the log and the result
-        log.exception("evaluation report could not be written")
-        return None, f"{type(e).__name__}: {e}"
-    log.info("evaluation report: %s", path.resolve())
-    return str(path), None
+    """report.html for people (`components.report.write_or_log`: never fails the step)."""
+    from components import report as R
+    from components.ctr.report import render
+
+    def draw() -> str:
+        history = R.registry_history(spec.registry_root, spec.model_name,
+                                     spec.history_versions)
+        return render(report, history=history, model_name=spec.model_name)
+    return R.write_or_log(draw, out_dir / R.REPORT_FILE)
 
 
 if __name__ == "__main__":

@@ -27,8 +27,11 @@ loss as its headline `auc`/`log_loss`, and each task as a slice (`task=sentiment
 `task=topic`), so its slice guard rejects a candidate that loses more than
 `max_task_auc_drop` AUC on either task even if the average improves.
 
-Writes `<out_dir>/eval.json` (metrics, gate decision) and `scores_sample.json` (texts and
-the candidate's probabilities, which the serving check compares in a fresh process).
+Writes `<out_dir>/eval.json` (metrics, gate decision, and `report_details`: intervals,
+reliability curves, slices by text length and by day), `scores_sample.json` (texts and
+the candidate's probabilities, which the serving check compares in a fresh process) and
+`report.html` (`components.text.report`; a page that cannot be drawn is logged loudly and
+never fails the evaluation).
 """
 from __future__ import annotations
 
@@ -43,6 +46,8 @@ log = logging.getLogger("retrain.text.evaluate")
 
 EVAL_FILE = "eval.json"
 SCORES_SAMPLE_FILE = "scores_sample.json"
+LENGTH_BUCKETS = 4          # text-length slices: quantiles of the eval texts' word counts
+RELIABILITY_BINS = 10
 
 
 @dataclasses.dataclass
@@ -85,14 +90,14 @@ def read_eval_rows(preprocess_dir: str, tasks, limit: int | None = None, offset:
         ds = ds.skip(offset)
     if limit:
         ds = ds.take(limit)
-    names = ["text", "example_id", *tasks]
-    cols: dict[str, list] = {k: [] for k in names}
+    # The record's day ("span") only where the parsing spec reads it: by-day slices.
+    strings = ["text", "example_id", *(["span"] if "span" in ds.element_spec else [])]
+    cols: dict[str, list] = {k: [] for k in [*strings, *tasks]}
     for ex in ds.as_numpy_iterator():
         for k in cols:
             cols[k].append(ex[k])
     out = {k: np.asarray(cols[k], dtype=np.int64) for k in tasks}
-    out["text"] = [t.decode("utf-8") for t in cols["text"]]
-    out["example_id"] = [t.decode("utf-8") for t in cols["example_id"]]
+    out.update({k: [t.decode("utf-8") for t in cols[k]] for k in strings})
     return out
 
 
@@ -208,6 +213,88 @@ def paired_intervals(rows: dict, probs: dict, other_probs: dict, cfg, *,
                           "n_resamples": ci["n_resamples"], "seed": ci["seed"],
                           "method": ci["method"]}
     return out
+
+
+def _wilson(k: int, n: int, level: float = 0.95) -> dict:
+    """Wilson score interval of a share k/n: honest near 0 and 1 and on a few rows."""
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    p = k / n
+    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5 / (1 + z * z / n)
+    return {"estimate": p, "low": max(0.0, mid - half), "high": min(1.0, mid + half),
+            "level": level, "rows": n, "method": "Wilson score"}
+
+
+def _length_buckets(texts: list[str], n_buckets: int = LENGTH_BUCKETS
+                    ) -> tuple[list[str], list[str]]:
+    """(bucket names in increasing order, each text's bucket): word counts cut at their
+    quantiles, so the buckets hold about equally many texts ("13-25 words")."""
+    import numpy as np
+
+    words = np.array([len(t.split()) for t in texts])
+    edges = np.unique(np.quantile(words, np.linspace(0, 1, n_buckets + 1)[1:-1]).astype(int))
+    bucket = np.searchsorted(edges, words, side="left")
+    names = []
+    for b in range(edges.size + 1):
+        lo = int(edges[b - 1]) + 1 if b else int(words.min())
+        hi = int(edges[b]) if b < edges.size else int(words.max())
+        names.append(f"{lo} words" if lo == hi else f"{lo}-{hi} words")
+    present = sorted(set(bucket.tolist()))
+    return [names[b] for b in present], [names[b] for b in bucket]
+
+
+def report_details(rows: dict, probs: dict, cfg, *, n_resamples: int = 1000,
+                   seed: int = 0) -> dict:
+    """What the report draws beyond the gate's figures, per model of `probs` ({"candidate":
+    {task: probs}, "baseline": ..., "classical_baseline": ...}) and task, on labelled rows:
+    95 % intervals of accuracy (Wilson) and macro-F1 (bootstrap of the confusion matrix);
+    the reliability of the predicted class's probability (how often a "90 % sure" answer is
+    right) with its expected calibration error; accuracy and macro-F1 (over the classes
+    the slice holds or is predicted as: a day without a class is not scored 0 on it) per
+    text-length bucket and, when the rows carry their day, per day. Pure: numpy only."""
+    import numpy as np
+
+    from components import metrics as MX
+
+    order, lengths = _length_buckets(rows["text"])
+    slice_of, order = {"text length": lengths}, {"text length": order}
+    if rows.get("span"):
+        slice_of["day"], order["day"] = list(rows["span"]), sorted(set(rows["span"]))
+    intervals: dict = {}
+    reliability: dict = {}
+    slices: dict = {"names": list(slice_of)}
+    for model, model_probs in probs.items():
+        for task in cfg.tasks:
+            y = np.asarray(rows[task.name], dtype=np.int64)
+            keep = y >= 0
+            if not keep.any():
+                continue
+            k = len(task.labels)
+            p = np.asarray(model_probs[task.name], dtype=np.float64)
+            pred = p.argmax(axis=1)
+            right = pred[keep] == y[keep]
+            intervals.setdefault(model, {})[task.name] = {
+                "accuracy": _wilson(int(right.sum()), int(keep.sum())),
+                "macro_f1": MX.macro_f1_interval(MX.confusion_matrix(y[keep], pred[keep], k),
+                                                 n_resamples=n_resamples, seed=seed)}
+            curve = MX.reliability_curve(right, p[keep].max(axis=1), RELIABILITY_BINS,
+                                         strategy="uniform")
+            curve["ece"] = float(sum(c * abs(o - m) for c, o, m in zip(
+                curve["count"], curve["observed"], curve["mean_pred"])) / keep.sum())
+            reliability.setdefault(model, {})[task.name] = curve
+            per_slice = slices.setdefault(model, {}).setdefault(task.name, {})
+            for name, values in slice_of.items():
+                v = np.asarray(values, dtype=object)
+                per_slice[name] = {}
+                for value in order[name]:
+                    sel = keep & (v == value)
+                    if sel.any():
+                        per_slice[name][value] = {
+                            "n": int(sel.sum()), "accuracy": MX.accuracy(y[sel], pred[sel]),
+                            "macro_f1": MX.macro_f1(y[sel], pred[sel])}
+    return {"intervals": intervals, "curves": {"reliability": reliability}, "slices": slices}
 
 
 def _interval_of(candidate: dict, against: str, task: str) -> dict | None:
@@ -363,13 +450,15 @@ def run(spec: TextEvaluateSpec) -> dict:
     _, cand_sig = M.load_serving(spec.candidate_model_dir)
     cand_probs = M.serve_proba(cand_sig, rows["text"], spec.batch_size)
     candidate = model_metrics(rows, cand_probs, cfg)
+    probs = {"candidate": cand_probs}          # every model scored: the report's slices
     intervals = {"n_resamples": spec.bootstrap_resamples, "seed": spec.bootstrap_seed}
     baseline = None
     if spec.baseline_model_dir:
         base_labels = M.read_labels(spec.baseline_model_dir)
         if base_labels.get("tasks") == labels.get("tasks"):
             _, base_sig = M.load_serving(spec.baseline_model_dir)
-            base_probs = M.serve_proba(base_sig, rows["text"], spec.batch_size)
+            base_probs = probs["baseline"] = M.serve_proba(base_sig, rows["text"],
+                                                           spec.batch_size)
             baseline = model_metrics(rows, base_probs, cfg)
             candidate.setdefault("macro_f1_delta", {})["baseline"] = paired_intervals(
                 rows, cand_probs, base_probs, cfg, **intervals)
@@ -382,6 +471,7 @@ def run(spec: TextEvaluateSpec) -> dict:
     classical = None
     if beat_classical or spec.classical_report:
         classical, classical_probs = classical_baseline(spec, cfg, rows)
+        probs["classical_baseline"] = classical_probs
         candidate.setdefault("macro_f1_delta", {})["classical"] = paired_intervals(
             rows, cand_probs, classical_probs, cfg, **intervals)
     thresholds = Thresholds(min_auc=g.min_auc if spec.min_auc is None else spec.min_auc,
@@ -415,7 +505,8 @@ def run(spec: TextEvaluateSpec) -> dict:
               "baseline_model_dir": spec.baseline_model_dir, "labels": labels["tasks"],
               "candidate": candidate, "baseline": baseline, "classical_baseline": classical,
               "decision": decision.to_dict(),
-              "scores_sample": str(sample)}
+              "scores_sample": str(sample), **_window_of(spec.preprocess_dir),
+              **report_details(rows, probs, cfg, **intervals)}
     out = write_json(out_dir / EVAL_FILE, report)
     for reason in decision.reasons:
         log.info("gate: %s", reason)
@@ -426,6 +517,7 @@ def run(spec: TextEvaluateSpec) -> dict:
                  m.get("macro_f1", float("nan")), m.get("majority_accuracy", float("nan")),
                  m.get("majority_macro_f1", float("nan")),
                  "n/a" if classic is None else f"{classic:.4f}", m.get("auc"))
+    report_uri, report_error = _write_report(report, out_dir)
 
     def headline(m):
         if m is None:
@@ -438,7 +530,28 @@ def run(spec: TextEvaluateSpec) -> dict:
             "failed_rules": decision.failed_rules, "candidate": headline(candidate),
             "baseline": headline(baseline), "classical_baseline": headline(classical),
             "rows": len(rows["text"]),
-            "scores_sample_uri": str(sample), "report_uri": None}
+            "scores_sample_uri": str(sample), "report_uri": report_uri,
+            "report_error": report_error}
+
+
+def _window_of(preprocess_dir: str) -> dict:
+    """The span and window days the eval texts come from (the preprocessing summary), for
+    the report's title; nothing when the folder has no summary."""
+    from components.text.formats import SUMMARY_FILE
+    from retrain.common.atomic import read_json
+
+    path = Path(preprocess_dir) / SUMMARY_FILE
+    if not path.is_file():
+        return {}
+    summary = read_json(path)
+    return {k: summary[k] for k in ("span", "window") if k in summary}
+
+
+def _write_report(report: dict, out_dir: Path):
+    """report.html for people (`components.report.write_or_log`: never fails the step)."""
+    from components import report as R
+    from components.text.report import render
+    return R.write_or_log(lambda: render(report), out_dir / R.REPORT_FILE)
 
 
 def _with_run_overrides(cfg, spec: TextEvaluateSpec):

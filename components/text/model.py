@@ -109,9 +109,12 @@ class Encoder:
 # ---------------------------------------------------------------- tf.data
 
 def features(tasks) -> dict:
-    """The parsing spec of a preprocessed record: id, text and one class index per task."""
+    """The parsing spec of a preprocessed record: id, text, its day (the evaluation
+    report's by-day slices; empty in records written before it was kept) and one class
+    index per task."""
     return {"text": tf.io.FixedLenFeature([], tf.string),
             "example_id": tf.io.FixedLenFeature([], tf.string),
+            "span": tf.io.FixedLenFeature([], tf.string, default_value=b""),
             **{t: tf.io.FixedLenFeature([], tf.int64, default_value=C.UNLABELLED)
                for t in tasks}}
 

@@ -1,15 +1,20 @@
 """The HTML evaluation report, rendered from a real `assess()` result on tiny arrays:
-plots inlined, every gate reason and slice present, history from a registry, no network."""
+plots inlined, every gate reason and slice present, history from a registry, no network.
+The shared part (`components.report`) names no family; the CTR page is
+`components.ctr.report`."""
 from __future__ import annotations
 
+import html
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from components import report
+from components import report as shared
+from components.ctr import report
 from components.ctr.evaluate import assess
 from components.gate import Thresholds
 
@@ -70,7 +75,7 @@ def test_report_has_plots_slices_reasons_and_history(evaluation, tmp_path):
     assert len(images) == 3, images  # ROC, calibration, history
     assert any("ROC" in a for a in images) and any("Calibration" in a for a in images)
     for reason in evaluation["decision"]["reasons"]:
-        assert report.html.escape(reason) in text, reason
+        assert html.escape(reason) in text, reason
     assert "NOT BLESSED" in text
     assert "max_slice_auc_drop[device=web]" in text and "FAIL" in text
     for value in ("ios", "android", "web"):
@@ -105,12 +110,12 @@ def test_registry_history_reads_the_last_versions(tmp_path):
                                    "metrics": {"auc": auc, "log_loss": 0.2,
                                                "ci": {"auc": {"low": auc - 0.01,
                                                               "high": auc + 0.01}}}})
-    hist = report.registry_history(tmp_path / "registry", "ctr", 2)
+    hist = shared.registry_history(tmp_path / "registry", "ctr", 2)
     assert [h["version"] for h in hist] == [2, 3]
     assert hist[-1]["current"] and hist[-1]["stage"] == "published"
     assert hist[0]["auc_low"] == pytest.approx(0.71)
-    assert report.registry_history(tmp_path / "registry", "other", 5) == []
-    assert report.registry_history(None, "ctr") == []
+    assert shared.registry_history(tmp_path / "registry", "other", 5) == []
+    assert shared.registry_history(None, "ctr") == []
     # The step: eval.json in, report.html next to it, history from the registry.
     from retrain.common.atomic import write_json
     eval_json = write_json(tmp_path / "eval" / "eval.json", tiny_eval(1500))
@@ -118,6 +123,24 @@ def test_registry_history_reads_the_last_versions(tmp_path):
                                        registry_root=str(tmp_path / "registry")))
     assert out["report_uri"] == str(tmp_path / "eval" / "report.html")
     assert "v3 (current)" in (tmp_path / "eval" / "report.html").read_text()
+
+
+def test_the_shared_report_names_no_family():
+    """Rule 13: what every family's page shares names no family, column or label."""
+    source = Path(shared.__file__).read_text()
+    found = re.findall(r"(?i)ctr|click|text family|bayes", source)
+    assert found == [], found
+
+
+def test_a_page_that_cannot_be_drawn_is_logged_not_raised(tmp_path, caplog):
+    def broken() -> str:
+        raise ValueError("no figure")
+    assert shared.write_or_log(broken, tmp_path / "report.html") == (
+        None, "ValueError: no figure")
+    assert "evaluation report could not be written" in caplog.text
+    assert list(tmp_path.iterdir()) == []
+    uri, error = shared.write_or_log(lambda: "<p>ok</p>", tmp_path / "report.html")
+    assert error is None and Path(uri).read_text() == "<p>ok</p>"
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
