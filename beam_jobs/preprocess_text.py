@@ -140,7 +140,7 @@ def to_record(row: dict, span: str, cfg: T.TextConfig) -> dict | None:
     text = normalize(cfg.text_of(row))
     if not text:
         return None
-    rec = {"example_id": str(row[cfg.example_id]), "text": text, "span": span}
+    rec = {"example_id": cfg.id_of(row), "text": text, "span": span}
     for task in cfg.tasks:
         rec[task.name] = task.index_of(row.get(task.label_column))
     return rec

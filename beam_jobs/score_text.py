@@ -77,7 +77,7 @@ class ReadTexts(beam.DoFn):
     def process(self, item):
         _, path = item
         for row in rawdata.read_rows(path, self._cfg.validation.record_limits()):
-            yield {"example_id": str(row.get(self._cfg.example_id)),
+            yield {"example_id": str(self._cfg.id_of(row)),
                    "text": self._cfg.text_of(row)}
 
 

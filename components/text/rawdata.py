@@ -129,8 +129,7 @@ def columns_of(rows: list[dict]) -> set[str]:
 def canonical(row: dict, cfg: TextConfig) -> dict:
     """One raw row as {example_id, text, <task>: label name or None}. A label the config
     does not declare raises ValueError (validation reports it before preprocessing runs)."""
-    raw_id = row.get(cfg.example_id)
-    out = {"example_id": None if raw_id is None else str(raw_id), "text": cfg.text_of(row)}
+    out = {"example_id": cfg.id_of(row), "text": cfg.text_of(row)}
     for task in cfg.tasks:
         out[task.name] = task.label_of(row.get(task.label_column))
     return out

@@ -6,7 +6,7 @@ file of about ten lines and never edits code. The bundled reviews are one such f
 (`configs/reviews.yaml`, the default). Every problem in a file is reported at once, each
 with its place (`tasks.sentiment.labels: ...`), as the CTR feature config does.
 
-    example_id: ticket_id          # unique per record
+    example_id: ticket_id          # unique per record; omitted: derived (TextConfig.id_of)
     text: body                     # or text_template: "{subject}. {body}"
     tasks:
       queue:                       # one or more; each becomes one head of the model
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 import math
 import re
@@ -166,7 +167,7 @@ class Task:
 @dataclasses.dataclass(frozen=True)
 class TextConfig:
     source: str
-    example_id: str
+    example_id: str | None                        # None: derived from the record (id_of)
     text: str | None
     text_template: str | None
     tasks: tuple[Task, ...]
@@ -195,8 +196,26 @@ class TextConfig:
 
     def raw_columns(self) -> list[str]:
         """Every raw column a record needs (id, text parts, label columns), in order."""
-        cols = [self.example_id, *self.text_columns(), *(t.label_column for t in self.tasks)]
+        cols = [*([self.example_id] if self.example_id else []), *self.content_columns()]
         return list(dict.fromkeys(cols))
+
+    def content_columns(self) -> list[str]:
+        """The columns a record's content is read from: text parts, then label columns."""
+        return list(dict.fromkeys([*self.text_columns(),
+                                   *(t.label_column for t in self.tasks)]))
+
+    def id_of(self, row: dict) -> str | None:
+        """The record's id: the `example_id` column's value as text (integer ids too), or,
+        when the config names no id column, a hash of the record's content columns. A
+        derived id is stable across reloads, and exact repeats (same text, same labels)
+        share it: validation counts them as duplicates and keeps the first, so a repeated
+        record can never sit in both the train and the eval split."""
+        if self.example_id:
+            value = row.get(self.example_id)
+            return None if value is None else str(value)
+        content = json.dumps([row.get(c) for c in self.content_columns()],
+                             ensure_ascii=False, default=str, separators=(",", ":"))
+        return "h" + hashlib.sha256(content.encode("utf-8")).hexdigest()[:24]
 
     def text_of(self, row: dict) -> str:
         if self.text_template is None:
@@ -335,9 +354,10 @@ def from_dict(data: Any, source: str = "") -> TextConfig:
     for key in sorted(set(data) - _TOP_KEYS, key=str):
         problems.add(key_text(key), f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})")
     example_id = data.get("example_id")
-    if not isinstance(example_id, str) or not example_id:
-        problems.add("example_id", f"must name the column with each record's unique id, "
-                                   f"got {what(example_id)}")
+    if example_id is not None and (not isinstance(example_id, str) or not example_id):
+        problems.add("example_id", f"must name the column with each record's unique id "
+                                   f"(or be left out: ids are then derived from the text "
+                                   f"and labels), got {what(example_id)}")
     text, template = data.get("text"), data.get("text_template")
     if (text is None) == (template is None):
         problems.add("text", "give exactly one of text (a column) or text_template "

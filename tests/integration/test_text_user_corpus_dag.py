@@ -1,7 +1,8 @@
 """A user's own labelled text through the real `text_daily_finetune` DAG (`dag.test()`),
 with only a config file and params: support tickets routed to queues (labels the bundled
 reviews do not have), one binary task, the text in a template of two differently named
-columns, the user's own `dt=` partitions as gzip JSONL outside RETRAIN_HOME.
+columns, no id column (the config names none: ids are derived from each record's text and
+label), the user's own `dt=` partitions as gzip JSONL outside RETRAIN_HOME.
 
 Validated, preprocessed, fine-tuned, evaluated against the classical baseline, published;
 `retrain lineage text` reaches the raw partitions and the config; a rerun reuses the
@@ -32,7 +33,8 @@ pytestmark = pytest.mark.integration
 
 UTC = dt.timezone.utc
 DOWNSTREAM = ("preprocess", "finetune", "evaluate", "push")
-CONFIG = tickets_corpus.CONFIG
+CONFIG = tickets_corpus.CONFIG.replace("example_id: ticket_id\n", "")     # ids derived
+assert CONFIG != tickets_corpus.CONFIG
 
 
 def _write_span(raw, day: str, rows: list[dict]) -> None:
@@ -48,7 +50,9 @@ def tickets(tmp_path_factory):
     home = tmp_path_factory.mktemp("tickets-home")
     raw = tmp_path_factory.mktemp("tickets-raw")
     for day in (1, 2):
-        _write_span(raw, f"2026-12-{day:02d}", tickets_corpus.tickets(day, 160))
+        _write_span(raw, f"2026-12-{day:02d}", [
+            {k: v for k, v in row.items() if k != "ticket_id"}
+            for row in tickets_corpus.tickets(day, 160)])
     config = raw.parent / f"{raw.name}-tickets.yaml"
     config.write_text(CONFIG)
     with environ(RETRAIN_HOME=str(home), RETRAIN_SPAN_POKE_SECONDS="1"):
@@ -97,6 +101,16 @@ def test_user_tickets_train_validate_publish_and_rerun(airflow_home, tickets):
     assert rules["min_eval_rows[queue]"]["observed"] == queue["n"] >= 60
     validation = json.loads((run_dir / "validation" / "validation.json").read_text())
     assert validation["gate"] == "passed" and validation["rows"] == 160
+    # The text family's HTML report, next to eval.json: the task, its confusion matrix,
+    # and slices by day of the window.
+    page = (run_dir / "evaluation" / "report.html").read_text()
+    assert '<h2 id="task-queue"' in page and "Confusion matrix" in page
+    assert "2026-12-01" in page and "2026-12-02" in page
+    # Every record got a derived id: a content hash, the same for the same record.
+    scored = json.loads((run_dir / "evaluation" / "scores_sample.json").read_text())
+    ids = scored["example_ids"]
+    assert ids and all(i.startswith("h") and len(i) == 25 for i in ids), ids[:3]
+    assert len(set(ids)) == len(ids)
     assert validation["unknown_tokens"]["rate"] < 0.05
 
     # `retrain lineage text`: the published model back to the user's partitions + config.
@@ -209,7 +223,8 @@ def test_bad_run_inputs_are_refused_before_any_wait(airflow_home, tickets, tmp_p
 def test_missing_text_span_times_out_in_the_sensor(airflow_home, tickets):
     _, raw, config = tickets
     run = _dag().test(logical_date=dt.datetime(2026, 12, 20, tzinfo=UTC),
-                      run_conf=_conf(raw, config, span_timeout_minutes=0.02))
+                      run_conf=_conf(raw, config, span="2026-12-19",
+                                     span_timeout_minutes=0.02))
     states = task_states(run)
     assert states["wait_for_span"] == "failed", states
     assert states["validate"] == "upstream_failed"

@@ -94,8 +94,10 @@ def test_missing_span_times_out_clearly(airflow_home, gate_home):
     from airflow.utils.session import create_session
 
     dag = _dag()
+    # A manual run waits only for a span it names (with none it would take the newest
+    # delivered day: tests/unit/test_span_choice.py).
     run = dag.test(logical_date=dt.datetime(2026, 11, 6, tzinfo=UTC),  # span 11-05: absent
-                   run_conf={"span_timeout_minutes": 0.05})
+                   run_conf={"span": "2026-11-05", "span_timeout_minutes": 0.05})
     states = task_states(run)
     assert states["wait_for_span"] == "failed", states
     assert states["validate"] == "upstream_failed" and states["train"] == "upstream_failed"
