@@ -65,6 +65,7 @@ from beam_jobs import output_commit
 from retrain.common import rawfiles
 from retrain.common.record_limits import RecordLimits, invalid_text, parquet_bytes
 from retrain.common.spans import span_list, window
+from retrain.common.step import drop_known_lines
 from retrain.common import paths
 from components.ctr import features as F
 from components.ctr.formats import (EVAL_DIR, REJECTED_DIR, SUMMARY_FILE, TRAIN_DIR,
@@ -962,6 +963,11 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     from components.ctr.transform import make_preprocessing_fn
 
     args, beam_args = parse_args(argv)
+    # tf.Transform's graph analysis (tensorflow_transform.graph_tools) logs "Tables
+    # initialized inside a tf.function will be re-initialized on every invocation" for
+    # every table initializer of the traced preprocessing_fn, the ones its own
+    # apply_vocabulary creates included: those tables are tf.Transform's to place, not ours.
+    drop_known_lines("absl", "Tables initialized inside a tf.function")
     if not 0 < args.eval_percent < 100:   # 0: no eval split; 100: nothing to train on
         raise ValueError(f"eval_percent (--eval-percent) must be in 1..99, got {args.eval_percent}")
     if not 1 <= args.gzip_level <= 9:

@@ -53,7 +53,7 @@ import time
 import zlib
 from pathlib import Path
 
-from retrain.common.step import main
+from retrain.common.step import drop_known_lines, main
 
 log = logging.getLogger("retrain.ps_train")
 
@@ -609,6 +609,10 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
             log.info("%s: %s", name, ", ".join(f"{s['shape']}@{s['device']}" for s in shards))
 
     ckpt_dir = checkpoint_dir(spec)
+    # For variables on several devices (the parameter servers) TensorFlow's
+    # `MultiDeviceSaver.save` defines a new tf.function on every call, so from the fifth
+    # checkpoint on each save "triggered tf.function retracing": by design, nothing to do.
+    drop_known_lines("tensorflow", "MultiDeviceSaver.save")
     ckpt = tf.train.Checkpoint(model=net, optimizer=optimizer, step=step_var)
     manager = tf.train.CheckpointManager(ckpt, str(ckpt_dir), max_to_keep=2)
     resumed_from = 0

@@ -39,6 +39,14 @@ def spec_to_dict(spec) -> dict[str, Any]:
     return dataclasses.asdict(spec)
 
 
+def drop_known_lines(logger: str, *fragments: str) -> None:
+    """Keep `logger` from emitting a record that contains one of `fragments`: a
+    dependency's warning about its own internals that no user can act on (each caller
+    names the line and why it is benign), so a task log's WARNING lines stay meaningful."""
+    logging.getLogger(logger).addFilter(
+        lambda record: not any(f in record.getMessage() for f in fragments))
+
+
 def main(spec_cls: type[S], run: Callable[[S], dict], argv: list[str] | None = None,
          description: str | None = None) -> int:
     """Parse `--spec JSON|@file`, run the step, write its result JSON.

@@ -1,6 +1,7 @@
 """The embedded default: a week of synthetic logs, two daily runs of the real DAG.
 
-`make demo` (or `retrain demo`) generates seven days of click logs under RETRAIN_HOME,
+`make demo` (or `retrain demo`) generates seven days of click logs (ending yesterday) and
+the same days of the bundled reviews for the text DAG under RETRAIN_HOME,
 starts Airflow as `make ui` does (retrain.orchestration.local_airflow: API server, scheduler and
 dag-processor on 127.0.0.1, the project-local metadata DB), triggers `ctr_daily_retrain`
 for two consecutive logical dates, follows each run's tasks, and prints what a person
@@ -21,19 +22,22 @@ import sys
 import time
 from pathlib import Path
 
-from retrain.common.paths import artifact_root, registry_root, run_dir
+from retrain.common.paths import artifact_root, raw_span_dir, registry_root, run_dir
 from retrain.orchestration.launch import step_python
 from retrain.orchestration.local_airflow import LocalAirflow
 
 DAG_ID = "ctr_daily_retrain"
 MODEL = "ctr"
+TEXT_ROWS_PER_DAY = 400
 
 
 def add_cli(subparsers) -> None:
     p = subparsers.add_parser(
         "demo", help="generate a week of logs and run the daily DAG for two days",
         description=__doc__.split("\n\n")[1].replace("\n", " "))
-    p.add_argument("--start", default="2026-11-01", help="first generated day (default 2026-11-01)")
+    p.add_argument("--start", default=None,
+                   help="first generated day (default: the logs end yesterday, so the day a "
+                        "scheduled run waits for is there once the DAG is unpaused)")
     p.add_argument("--days", type=int, default=7, help="days of logs to generate (default 7)")
     p.add_argument("--rows-per-day", type=int, default=50_000, help="impressions per day (default 50000)")
     p.add_argument("--runs", type=int, default=2,
@@ -45,7 +49,9 @@ def add_cli(subparsers) -> None:
 
 
 def _cli(args: argparse.Namespace) -> int:
-    return run_demo(dt.date.fromisoformat(args.start), args.days, args.rows_per_day,
+    start = (dt.date.fromisoformat(args.start) if args.start else
+             dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=args.days))
+    return run_demo(start, args.days, args.rows_per_day,
                     args.runs, artifact_root(args.home), args.window_days)
 
 
@@ -61,6 +67,16 @@ def run_demo(start: dt.date, days: int, rows_per_day: int, runs: int, home: Path
     subprocess.run([step_python(), "-m", "retrain.cli", "generate", "--out-root", str(home),
                     "--start", start.isoformat(), "--days", str(days),
                     "--rows-per-day", str(rows_per_day)], check=True)
+    # The text DAG's Trigger form then has data too: the bundled real reviews, a slice a
+    # day over the same days (the run itself is left to the user: `make ui`).
+    # Days already there are kept as they are (a validated day must not be rewritten).
+    if any(not (raw_span_dir(home, "text", start + dt.timedelta(days=d)) / "_SUCCESS").exists()
+           for d in range(days)):
+        print(f"==> {TEXT_ROWS_PER_DAY} bundled reviews a day under {home}/raw/text", flush=True)
+        subprocess.run([step_python(), "-m", "retrain.cli", "load-text", "--root", str(home),
+                        "--start", start.isoformat(), "--days", str(days),
+                        "--max-rows-per-day", str(TEXT_ROWS_PER_DAY)], check=True,
+                       stdout=subprocess.DEVNULL)
     last = start + dt.timedelta(days=days - 1)
     spans = [last - dt.timedelta(days=i) for i in range(runs - 1, -1, -1)]
     summaries = []
