@@ -17,6 +17,9 @@ AIRFLOW_PY := $(AIRFLOW_VENV)/bin/python
 UV_VENV ?= .uv-venv
 UV := $(UV_VENV)/bin/uv
 UV_VERSION := 0.13.9
+# The manual's builder (mkdocs, requirements-docs.txt) in a small venv of its own.
+DOCS_VENV ?= .venv-docs
+DOCS_PY := $(DOCS_VENV)/bin/python
 export VENV
 
 AIRFLOW_ENV := source scripts/airflow-env.sh &&
@@ -25,7 +28,7 @@ AIRFLOW_ENV := source scripts/airflow-env.sh &&
 AIRFLOW_STAMP := $(shell source scripts/airflow-env.sh && echo "$$AIRFLOW_HOME")/.migrated
 
 .PHONY: venv venv-airflow lint test test-server airflow-init ui ui-components demo reliability \
-	stack-up stack-down lock-airflow
+	stack-up stack-down lock-airflow docs
 
 ## venv: create $(VENV) if missing and sync it to requirements.lock (+ this repo, editable)
 venv: $(VENV)/.synced
@@ -70,9 +73,23 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 
+## docs: the manual (mkdocs.yml, docs/) into site/: docs/cli.md regenerated from the parsers
+##   (scripts/gen_cli_reference.py), then `mkdocs build --strict` (a broken link or anchor fails);
+##   mkdocs from requirements-docs.txt in $(DOCS_VENV), created if missing
+docs: venv $(DOCS_VENV)/.synced
+	$(PY) scripts/gen_cli_reference.py
+	$(DOCS_VENV)/bin/mkdocs build --strict --site-dir site
+
+$(DOCS_PY):
+	python3.11 -m venv $(DOCS_VENV) || python3 -m venv $(DOCS_VENV)
+
+$(DOCS_VENV)/.synced: requirements-docs.txt | $(UV) $(DOCS_PY)
+	$(UV) pip sync --python $(DOCS_PY) requirements-docs.txt
+	touch $@
+
 ## test: lint, then the whole test suite
 test: venv venv-airflow lint
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=30 tests
 
 ## test-server: only the Airflow UI test on the production-shaped stack (root: PostgreSQL,
 ## Celery, two worker hosts; headless chromium): trigger, logs, the Retrain tab, a 3-day
