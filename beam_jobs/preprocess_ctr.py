@@ -143,11 +143,14 @@ class RawLayout:
     label: str
     example_id: str
     limits: RecordLimits = RecordLimits()
+    # The logs have no id column: `columns` leaves it out and `read_batches` adds it,
+    # derived from the row (features.derived_ids).
+    derived_id: bool = False
 
     @classmethod
     def of(cls, cfg) -> "RawLayout":
-        return cls(tuple(cfg.raw_columns().items()), cfg.label, cfg.example_id,
-                   cfg.validation.record_limits())
+        return cls(tuple(cfg.input_columns().items()), cfg.label, cfg.example_id,
+                   cfg.validation.record_limits(), cfg.derived_id)
 
     @property
     def kinds(self) -> dict[str, str]:
@@ -582,12 +585,34 @@ def _timed(items, counter_us):
 
 def read_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
                  layout: RawLayout | None = None):
-    """(raw RecordBatch, [rejected record dicts]) per batch of one input file, by format."""
+    """(raw RecordBatch, [rejected record dicts]) per batch of one input file, by format;
+    with a derived id (logs without an id column), the id column first."""
     if path.endswith(PARQUET_SUFFIXES):
-        return read_parquet_batches(path, batch_size, layout)
-    if path.endswith(JSONL_SUFFIXES):
-        return read_jsonl_batches(path, batch_size, max_line_bytes, layout)
-    raise ValueError(f"{path}: unknown input format (expected {PARQUET_SUFFIXES + JSONL_SUFFIXES})")
+        batches = read_parquet_batches(path, batch_size, layout)
+    elif path.endswith(JSONL_SUFFIXES):
+        batches = read_jsonl_batches(path, batch_size, max_line_bytes, layout)
+    else:
+        raise ValueError(f"{path}: unknown input format (expected "
+                         f"{PARQUET_SUFFIXES + JSONL_SUFFIXES})")
+    if layout is None or not layout.derived_id:
+        return batches
+    return ((with_derived_id(batch, layout), rejects) for batch, rejects in batches)
+
+
+def with_derived_id(batch: pa.RecordBatch, layout: RawLayout) -> pa.RecordBatch:
+    """`batch` with the layout's id column first, derived from its columns."""
+    ids = F.derived_ids(batch, [k for k, _ in layout.columns])
+    return pa.RecordBatch.from_arrays([ids, *batch.columns],
+                                      names=[layout.example_id, *batch.schema.names])
+
+
+def batch_schema(layout: RawLayout | None = None) -> pa.Schema:
+    """The schema of what `read_batches` yields: the parsed columns, after the derived id
+    when there is one."""
+    layout = layout or default_layout()
+    schema = raw_schema(layout)
+    return (schema.insert(0, pa.field(layout.example_id, pa.large_string()))
+            if layout.derived_id else schema)
 
 
 def held_out_mask(batch: pa.RecordBatch, eval_percent: int, layout: RawLayout) -> np.ndarray:

@@ -76,13 +76,13 @@ def column_roles(fc) -> dict:
     """StatsConfig fields for a feature config: single-valued categorical and text
     columns and the label get top values and distinct counts; the example id a distinct
     count (duplicates, overlap with the previous span); lists only counts and nulls."""
-    kinds = fc.raw_columns()
+    kinds = fc.input_columns()
     cats = [f.name for f in fc.features if f.kind in ("categorical", "text")]
     return {"topk_columns": (*cats, fc.label),
             "distinct_columns": (fc.example_id, *cats, fc.label),
             "example_id": fc.example_id, "label": fc.label,
             "columns": (*kinds.items(), *fc.validation.extra_columns),
-            "limits": fc.validation.record_limits()}
+            "limits": fc.validation.record_limits(), "derived_id": fc.derived_id}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +93,7 @@ class StatsConfig:
     label: str = F.LABEL_KEY
     columns: tuple = ()   # (name, kind) read from JSONL parts; () = generated logs' config
     limits: RecordLimits = RecordLimits()   # what one part and one record may hold
+    derived_id: bool = False   # no id column: `example_id` is derived from the row's columns
     sample_rows: int = 10_000  # reservoir sample of raw rows
     quantile_sample: int = 8192  # values kept per numeric column for quantiles
     kmv_k: int = 16_384  # distinct-count sketch size (relative error about 1/sqrt(k))
@@ -355,16 +356,24 @@ class ReadBatches(beam.DoFn):
     rule sees it), records it cannot use counted by reason (the rejected-rate rule)."""
 
     def __init__(self, batch_size: int, columns: tuple = (), label: str = F.LABEL_KEY,
-                 example_id: str = F.EXAMPLE_ID_KEY, limits: RecordLimits = RecordLimits()):
+                 example_id: str = F.EXAMPLE_ID_KEY, limits: RecordLimits = RecordLimits(),
+                 derived_id: bool = False):
         self.batch_size = batch_size
         self.columns, self.label, self.example_id = columns, label, example_id
-        self.limits = limits
+        self.limits, self.derived_id = limits, derived_id
         self.rows = beam.metrics.Metrics.counter("span_stats", "rows_read")
 
     def process(self, item):
         span, path, row_group = item
-        for element in self._batches(path, row_group):
-            yield span, element
+        for name, key, batch, rejects in self._batches(path, row_group):
+            if self.derived_id:   # ids derived as the reader does (compared within stats only)
+                batch = self._with_id(batch)
+            yield span, (name, key, batch, rejects)
+
+    def _with_id(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        present = [k for k, _ in self.columns if k in batch.schema.names]
+        return pa.RecordBatch.from_arrays([F.derived_ids(batch, present), *batch.columns],
+                                          names=[self.example_id, *batch.schema.names])
 
     def _batches(self, path: str, row_group: int):
         if row_group < 0:
@@ -541,7 +550,8 @@ def build(pipeline, spans: dict[str, tuple[str, str]], cfg: StatsConfig, items=N
     return (pipeline
             | "RowGroups" >> beam.Create(items)
             | "ReadBatches" >> beam.ParDo(ReadBatches(cfg.batch_size, cfg.columns, cfg.label,
-                                                          cfg.example_id, cfg.limits))
+                                                          cfg.example_id, cfg.limits,
+                                                          cfg.derived_id))
             | "Stats" >> beam.CombinePerKey(SpanStatsFn(cfg))
             | "Write" >> beam.ParDo(_Write(cfg, spans)))
 
@@ -556,7 +566,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                       kmv_k=args.kmv_k, topk_capacity=args.topk_capacity, top_k=args.top_k,
                       batch_size=args.batch_size, seed=args.seed, **roles)
     for name, value in dataclasses.asdict(cfg).items():
-        if isinstance(value, int) and name != "seed" and value < 1:
+        if isinstance(value, int) and not isinstance(value, bool) and name != "seed" \
+                and value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
     spans = _outputs(args.span_dir, args.output_dir)
     options = PipelineOptions(beam_args)

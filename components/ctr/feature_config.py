@@ -230,10 +230,15 @@ class GateDefaults:
     min_eval_positives: int = 20
 
 
+# The id column of logs that have none: the config leaves `example_id` out, and readers
+# add this column, a hash of the row's configured columns (`derived_ids`).
+DERIVED_ID = "example_id"
+
+
 @dataclasses.dataclass(frozen=True)
 class FeatureConfig:
     label: str
-    example_id: str
+    example_id: str           # the id column; DERIVED_ID (derived_id) when the logs have none
     features: tuple[Feature, ...]
     crosses: tuple[Cross, ...] = ()
     slices: tuple[str, ...] = ()
@@ -242,6 +247,7 @@ class FeatureConfig:
     description: str = ""
     validation: Validation = Validation()
     gate: GateDefaults = GateDefaults()
+    derived_id: bool = False  # no id column: each row's id is a hash of its columns
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -262,9 +268,10 @@ class FeatureConfig:
             out["name"] = self.name
         if self.description:
             out["description"] = self.description
+        out["label"] = self.label
+        if not self.derived_id:      # left out when derived, as the user's file leaves it
+            out["example_id"] = self.example_id
         out.update({
-            "label": self.label,
-            "example_id": self.example_id,
             "features": [feature(f) for f in self.features],
             "crosses": [{"name": c.name, "features": list(c.features),
                          "hash_buckets": c.hash_buckets,
@@ -305,6 +312,14 @@ class FeatureConfig:
         out = {self.example_id: "str", self.label: "int"}
         out.update({f.name: f.raw_type for f in self.features})
         return out
+
+    def input_columns(self) -> dict[str, str]:
+        """The raw columns a reader takes from the files: `raw_columns()` less a derived id
+        (which the reader adds, `derived_ids`)."""
+        cols = self.raw_columns()
+        if self.derived_id:
+            del cols[self.example_id]
+        return cols
 
     def numeric_features(self) -> list[str]:
         """Raw numeric (float, nullable) columns, whatever their transform."""
@@ -502,6 +517,9 @@ def from_dict(d: Mapping[str, Any], source: str = "") -> FeatureConfig:
         if not isinstance(d.get(key, ""), str):
             problems.add(key, f"must be a string, got {what(d.get(key))}")
     label, example_id = d.get("label"), d.get("example_id")
+    derived_id = example_id is None
+    if derived_id:
+        example_id = DERIVED_ID
     for key, value in (("label", label), ("example_id", example_id)):
         if not isinstance(value, str) or not _NAME.match(value):
             problems.add(key, f"must be a column name matching {_NAME.pattern}, got "
@@ -672,7 +690,7 @@ def from_dict(d: Mapping[str, Any], source: str = "") -> FeatureConfig:
     return FeatureConfig(label=label, example_id=example_id, features=tuple(features),
                          crosses=tuple(crosses), slices=slices, model=model,
                          name=cfg_name or "", description=d.get("description", "") or "",
-                         validation=validation, gate=gate)
+                         validation=validation, gate=gate, derived_id=derived_id)
 
 
 _VALIDATION_KEYS = ("thresholds", "extra_columns", "ranges", "allowed_values", "patterns",

@@ -118,3 +118,23 @@ def eval_mask(example_ids, eval_percent: int):
         h *= np.uint64(_MIX2)
         h ^= h >> np.uint64(31)
     return h % np.uint64(100) < eval_percent
+
+
+def derived_ids(batch, columns):
+    """Each row's id when the logs have none (a config without `example_id`): 16 hex
+    digits of pandas' row hash (`hash_pandas_object`, a fixed key: stable across runs and
+    machines) over the config's `columns` in order, list values joined. Exact repeats
+    (every configured column equal) share an id, so they fall into the same split, and
+    the duplicate rule counts them; a column the config does not read changes nothing."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    frame = {}
+    for name in columns:
+        col = batch.column(name)
+        if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+            col = pc.binary_join(col, pa.scalar("\x1f", col.type.value_type))  # null stays
+        frame[name] = col.to_pandas()
+    hashes = pd.util.hash_pandas_object(pd.DataFrame(frame), index=False).to_numpy()
+    return pa.array([f"{h:016x}" for h in hashes.tolist()], pa.large_string())

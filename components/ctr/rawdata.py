@@ -28,14 +28,14 @@ def _default_config():
 def read_span(span_dir: str | Path, cfg=None) -> pa.Table:
     """Every accepted row of a span: the config's raw columns (default: generated logs)."""
     from beam_jobs.preprocess_ctr import (JSONL_SUFFIXES, PARQUET_SUFFIXES, RawLayout,
-                                          read_batches, raw_schema)
+                                          batch_schema, read_batches)
     layout = RawLayout.of(cfg or _default_config())
     parts = sorted(str(p) for p in Path(span_dir).glob("part-*")
                    if p.name.endswith(PARQUET_SUFFIXES + JSONL_SUFFIXES))
     if not parts:
         raise FileNotFoundError(f"no part-*.parquet or part-*.jsonl[.gz] files in {span_dir}")
     batches = [b for p in parts for b, _ in read_batches(p, 65536, layout=layout) if b.num_rows]
-    return pa.Table.from_batches(batches, schema=raw_schema(layout))
+    return pa.Table.from_batches(batches, schema=batch_schema(layout))
 
 
 def read_eval_rows(span_dir: str | Path, eval_percent: int, cfg=None) -> pa.Table:

@@ -113,8 +113,9 @@ def run(spec: SynthSpec) -> dict:
         with atomic_dir(Path(paths.partition(spec.raw_root, day))) as tmp:
             with gzip.open(tmp / "part-00000.jsonl.gz", "wt", encoding="utf-8") as fh:
                 for i in range(n):
-                    row = {cfg.example_id: f"{day.isoformat()}-{i}",
-                           cfg.label: int(clicks[i])}
+                    row = {cfg.label: int(clicks[i])}
+                    if not cfg.derived_id:   # logs without an id column have none
+                        row[cfg.example_id] = f"{day.isoformat()}-{i}"
                     row.update({name: values[i] for name, values in columns.items()})
                     fh.write(json.dumps(row) + "\n")
             write_json(tmp / "_SUCCESS", {"rows": n, "click_rate": float(clicks.mean()),
