@@ -257,6 +257,19 @@ def check_record(obj, layout: RawLayout | None = None) -> tuple[str, str] | None
     return None
 
 
+def _column(values: list, arrow_type: pa.DataType) -> pa.Array:
+    """A parsed column as Arrow. Arrow refuses a JSON integer above 2**24 for a float32
+    column ("not exactly representable"), which failed a whole span of epoch-second
+    timestamps: such a column's integers become the nearest float (the model reads
+    float32 anyway)."""
+    try:
+        return pa.array(values, type=arrow_type)
+    except pa.ArrowInvalid:
+        if not pa.types.is_floating(arrow_type):
+            raise
+        return pa.array([float(v) if type(v) is int else v for v in values], arrow_type)
+
+
 def _open(path: str):
     """A binary stream of the file's bytes via Beam's FileSystems (local, gs://, ...);
     gzip is decoded here so a truncated member raises instead of ending quietly."""
@@ -289,7 +302,7 @@ def read_jsonl_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT
     def flush():
         nonlocal columns, rejects, n_lines, batch_bytes
         batch = pa.RecordBatch.from_arrays(
-            [pa.array(columns[k], type=f.type) for k, f in zip(columns, schema)], schema=schema)
+            [_column(columns[k], f.type) for k, f in zip(columns, schema)], schema=schema)
         if unknown is not None:
             batch = unknown.attach(batch)
         out = (batch, rejects)

@@ -153,6 +153,17 @@ def test_jsonl_reader_can_keep_the_fields_the_config_does_not_name(tmp_path):
     assert "coupon" not in plain.schema.names
 
 
+def test_a_large_integer_in_a_float_column_is_read_not_refused(tmp_path):
+    """Epoch seconds as a numeric feature: Arrow refused 893210187 as float32 (not exactly
+    representable), failing the whole span; it is read as the nearest float32."""
+    path = write_jsonl(tmp_path / "part-0.jsonl.gz", [line(good(0, price=893_210_187)),
+                                                     line(good(1, price=2 ** 60))])
+    (batch, rejects), = job.read_jsonl_batches(path, batch_size=10)
+    assert not rejects
+    assert batch.column("price").type == pa.float32()
+    assert batch.column("price").to_pylist() == pytest.approx([893_210_187, 2.0 ** 60], rel=1e-7)
+
+
 def test_read_split_dofn_routes_rows_and_dead_letters_in_a_pipeline(tmp_path):
     day = tmp_path / "dt=2026-11-03"
     day.mkdir()
