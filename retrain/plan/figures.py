@@ -1,0 +1,172 @@
+"""The per-unit figures the plan scales, each read from bench/results/*.json with its source.
+
+A missing key or file is a PlanError naming the file and key, never a guess.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+from retrain.plan.fmt import _n
+from retrain.plan.spec import BENCH_DIR, CACHED_WINDOW_MAX, PlanError
+
+
+@dataclasses.dataclass(frozen=True)
+class Figure:
+    value: float
+    unit: str
+    source: str          # file and key it came from, and how it was derived
+
+
+def _read(bench: Path, name: str) -> dict:
+    path = bench / name
+    if not path.is_file():
+        raise FileNotFoundError(f"benchmark result {path} is missing (bench/{Path(name).stem}"
+                                f".py writes it)")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise PlanError(f"benchmark result {path} is not valid JSON "
+                        f"({type(e).__name__})") from None
+
+
+def _key(doc, name: str, *keys):
+    for k in keys:
+        try:
+            doc = doc[k]
+        except (KeyError, IndexError, TypeError):
+            raise PlanError(f"benchmark result {name}: no key "
+                            f"{'.'.join(map(str, keys))}") from None
+    return doc
+
+
+def _num(doc, name: str, *keys) -> float:
+    v = _key(doc, name, *keys)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise PlanError(f"benchmark result {name}: {'.'.join(map(str, keys))} is not a "
+                        f"number >= 0")
+    return float(v)
+
+
+def segment(points: list[tuple[float, float]], x: float) -> tuple[float, float, int]:
+    """(slope, intercept, i) of the measured curve through `points` at x: the straight
+    piece between the two measured sizes around x (the first or last piece, extended,
+    outside them), i its first point. The measured curve, not one line through it: the
+    preprocessing sweep is concave (per-row cost falls with size), so a single line
+    misses its own points."""
+    pts = sorted(points)
+    if len(pts) < 2 or len({p[0] for p in pts}) < len(pts):
+        raise PlanError("a curve needs two or more points at different sizes")
+    i = 0
+    while i < len(pts) - 2 and x > pts[i + 1][0]:
+        i += 1
+    (x0, y0), (x1, y1) = pts[i], pts[i + 1]
+    slope = (y1 - y0) / (x1 - x0)
+    return slope, y0 - slope * x0, i
+
+
+@dataclasses.dataclass(frozen=True)
+class Figures:
+    cores: Figure               # cores of the machine the benchmarks ran on
+    preprocess_rate: Figure     # rows/s per core
+    preprocess_startup: Figure
+    preprocess_peak_mb: Figure
+    validate_rate: Figure       # rows/s per core
+    validate_startup: Figure
+    train_rate: Figure          # examples/s per worker
+    train_startup: Figure
+    ps_runtime_mb: Figure
+    ps_peak_factor: Figure
+    score_rate: Figure          # examples/s of one process
+    evaluate_startup: Figure
+    beam_core_use: Figure       # cores the local Beam job kept busy (evidence only)
+    ps_two_by_two: Figure       # 2 ps + 2 workers over 1 + 1 (evidence only)
+
+    def all(self) -> dict[str, Figure]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def load_figures(window_days: int, optimizer: str, window_rows: float,
+                 bench: Path = BENCH_DIR) -> Figures:
+    """The per-unit figures, each with its source: the sweep, the piece of it and the
+    benchmark point that match the plan's window, its rows and the optimizer."""
+    pw = _read(bench, n := "preprocess_window.json")
+    cores = _num(pw, n, "machine", "cpus")
+    sweep = "3" if window_days <= CACHED_WINDOW_MAX else "7"
+    points = [(_num(p, n, "rows_in"), _num(p, n, "seconds"))
+              for p in _key(pw, n, "rows_sweep", sweep)]
+    slope, icpt, i = segment(points, window_rows)
+    (x0, y0), (x1, y1) = sorted(points)[i:i + 2]
+    where = (f"bench/results/{n} rows_sweep.{sweep}[*].rows_in, .seconds ({sweep}-day "
+             f"windows): the piece between {_n(x0)} rows ({y0:g} s) and {_n(x1)} rows "
+             f"({y1:g} s)")
+    if slope <= 0 or icpt < 0:
+        raise PlanError(f"benchmark result {n}: rows_sweep.{sweep} gives no positive rate "
+                        f"and start-up")
+    f = {"cores": Figure(cores, "cores", f"bench/results/{n} machine.cpus"),
+         "preprocess_rate": Figure(1 / slope / cores, "rows/s per core",
+                                   f"{where}: 1 / slope / {cores:g} cores"),
+         "preprocess_startup": Figure(icpt, "s", f"{where}: intercept"),
+         "preprocess_peak_mb": Figure(max(_num(p, n, "peak_rss_mb") for p in
+                                          _key(pw, n, "rows_sweep", sweep)), "MB",
+                                      f"bench/results/{n} rows_sweep.{sweep}[*].peak_rss_mb "
+                                      f"(largest)")}
+    vs = _read(bench, n := "validate_span.json")
+    runs = [r for r in _key(vs, n, "runs") if isinstance(r, dict) and r.get("mode") == "validate"
+            and r.get("ok")]
+    if not runs:
+        raise PlanError(f"benchmark result {n}: no runs[mode=validate] that succeeded")
+    big = max(runs, key=lambda r: _num(r, n, "rows"))
+    f["validate_rate"] = Figure(
+        _num(big, n, "stats_rows_per_second") / cores, "rows/s per core",
+        f"bench/results/{n} runs[mode=validate, rows={int(big['rows'])}]"
+        f".stats_rows_per_second / {cores:g} cores (no machine recorded: the same machine)")
+    vw = _read(bench, n := "validate_window.json")
+    f["validate_startup"] = Figure(_num(vw, n, "per_day_mean_seconds"), "s",
+                                   f"bench/results/{n} per_day_mean_seconds (one step per "
+                                   f"{int(_num(vw, n, 'rows_per_day'))}-row day: start-up)")
+    f["evaluate_startup"] = Figure(_num(vw, n, "dag_first_run", "tasks", "evaluate", "seconds"),
+                                   "s", f"bench/results/{n} dag_first_run.tasks.evaluate.seconds"
+                                   f" ({int(_num(vw, n, 'rows_per_day'))} rows/day: start-up)")
+    ps = _read(bench, n := "ps_sparse.json")
+    measured = optimizer if optimizer in ("lazy_adam", "adam") else "lazy_adam"
+    pts = [p for p in _key(ps, n, "points") if isinstance(p, dict)
+           and p.get("optimizer") == measured]
+    if not pts:
+        raise PlanError(f"benchmark result {n}: no points[optimizer={measured}]")
+    batch = _num(ps, n, "batch_size")
+    slow = max(pts, key=lambda p: _num(p, n, "step_ms"))
+    at = f"points[optimizer={measured}, table_rows={int(_num(slow, n, 'table_rows'))}]"
+    f["train_rate"] = Figure(batch * 1000 / _num(slow, n, "step_ms"), "examples/s per worker",
+                             f"bench/results/{n} batch_size / {at}.step_ms (the slowest "
+                             f"{measured} point; 1 ps + 1 worker)")
+    starts = sorted(_num(p, n, "wall_s_incl_startup") - _num(p, n, "steps")
+                    * _num(p, n, "step_ms") / 1000 for p in pts)
+    f["train_startup"] = Figure(starts[len(starts) // 2], "s",
+                                f"bench/results/{n} points[optimizer={measured}]: median of "
+                                f"wall_s_incl_startup - steps * step_ms")
+    f["ps_runtime_mb"] = Figure(_num(ps, n, measured, "ps_runtime_mb"), "MB",
+                                f"bench/results/{n} {measured}.ps_runtime_mb")
+    f["ps_peak_factor"] = Figure(_num(ps, n, measured, "ps_peak_over_weights_and_slots_largest"),
+                                 "x", f"bench/results/{n} {measured}"
+                                      f".ps_peak_over_weights_and_slots_largest")
+    pt = _read(bench, n := "ps_train.json")
+    rows = [r for r in _key(pt, n, "rows") if isinstance(r, dict)]
+    one = [r for r in rows if r.get("ps") == 0]
+    b = [r for r in rows if r.get("ps") == 1 and r.get("workers") == 1]
+    c = [r for r in rows if r.get("ps") == 2 and r.get("workers") == 2]
+    if not (one and b and c):
+        raise PlanError(f"benchmark result {n}: rows need ps 0, 1 + 1 and 2 + 2 configs")
+    f["score_rate"] = Figure(_num(one[0], n, "examples_per_s"), "examples/s, one process",
+                             f"bench/results/{n} rows[ps=0].examples_per_s (one-process "
+                             f"training; a proxy: scoring is not benchmarked)")
+    best = lambda rs: max(_num(r, n, "examples_per_s") for r in rs)  # noqa: E731
+    f["ps_two_by_two"] = Figure(best(c) / best(b), "x", f"bench/results/{n} best "
+                                f"examples_per_s of rows[ps=2, workers=2] / rows[ps=1, workers=1]")
+    pc = _read(bench, n := "preprocess_ctr.json")
+    f["beam_core_use"] = Figure(_num(pc, n, "b_job", "cpu_seconds_process")
+                                / _num(pc, n, "b_job", "seconds"), "cores busy",
+                                f"bench/results/{n} b_job.cpu_seconds_process / b_job.seconds")
+    return Figures(**f)

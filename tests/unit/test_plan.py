@@ -1,0 +1,205 @@
+"""`retrain plan`: the arithmetic of the capacity plan, on the project's own benchmark
+results (bench/results) and on copies of them with one figure changed, so each test sees
+the figure it depends on move the answer. No subprocess, no TensorFlow: seconds.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from retrain import cli, plan as P
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _plan(**kw) -> P.Plan:
+    return P.plan(P.PlanSpec(**kw))
+
+
+def _stage(p: P.Plan, name: str) -> P.StagePlan:
+    return next(s for s in p.stages if s.name == name)
+
+
+def _bench_copy(tmp_path: Path, name: str, edit) -> Path:
+    bench = tmp_path / "bench"
+    shutil.copytree(P.BENCH_DIR, bench)
+    doc = json.loads((bench / name).read_text())
+    edit(doc)
+    (bench / name).write_text(json.dumps(doc))
+    return bench
+
+
+def test_more_rows_need_more_beam_workers_and_workers():
+    small, big = _plan(rows_per_day=10**9), _plan(rows_per_day=10**10)
+    assert _stage(big, "preprocess").machines > _stage(small, "preprocess").machines >= 1
+    # Training grows too (the counting pass stays one process: sized "if distributed").
+    n = lambda s: s.machines or s.machines_if_distributed  # noqa: E731
+    assert n(_stage(big, "train")) > n(_stage(small, "train"))
+
+
+def test_beam_workers_follow_the_measured_rate_per_core():
+    """ceil(core-seconds of work / (cores x time left after start-up)), by hand."""
+    spec = P.PlanSpec(rows_per_day=2 * 10**10, window_days=3,
+                      machines={"beam": P.Machine(cores=8, memory_gb=32)})
+    p = P.plan(spec)
+    f = {k: v["value"] for k, v in p.figures.items()}
+    work = 2e10 / f["validate_rate"] + 6e10 / f["preprocess_rate"]    # core-seconds
+    room = 0.3 * 24 * 3600 - f["validate_startup"] - f["preprocess_startup"]
+    assert _stage(p, "preprocess").machines == -(-work // (8 * room)) > 1
+    wider = P.plan(P.PlanSpec(rows_per_day=2 * 10**10,
+                              machines={"beam": P.Machine(cores=32, memory_gb=32)}))
+    assert _stage(wider, "preprocess").machines < _stage(p, "preprocess").machines
+
+
+def test_a_slower_benchmark_means_more_workers(tmp_path):
+    def slower(doc):
+        for pt in doc["rows_sweep"]["3"]:
+            pt["seconds"] = pt["seconds"] * 3
+    bench = _bench_copy(tmp_path, "preprocess_window.json", slower)
+    spec = P.PlanSpec(rows_per_day=10**10)
+    assert (_stage(P.plan(spec, bench), "preprocess").machines
+            > _stage(P.plan(spec), "preprocess").machines)
+
+
+def test_the_preprocessing_curve_is_interpolated_between_measured_sizes():
+    pts = [(1e6, 24.0), (5e6, 52.0), (2e7, 112.0)]
+    assert P.segment(pts, 3e6)[:2] == pytest.approx((7e-6, 17.0))
+    assert P.segment(pts, 1e5)[2] == 0                   # below: the first piece
+    assert P.segment(pts, 1e11)[:2] == pytest.approx((4e-6, 32.0))  # above: the last
+    with pytest.raises(P.PlanError):
+        P.segment([(1e6, 24.0)], 1e6)
+
+
+def test_a_table_that_does_not_fit_one_ps_needs_more_ps():
+    ps_kind = {"ps": P.Machine(cores=8, memory_gb=8)}
+    fits = _plan(machines=ps_kind)
+    assert fits.parameter_servers["for_memory"] == 1
+    # 400M user ids: 1.6 GB of bias weights, 4.8 GB with two Adam slots, x1.76 at peak.
+    big = _plan(machines=ps_kind, table_rows={"user_id": 400_000_000})
+    ps = big.parameter_servers
+    assert ps["for_memory"] > 1 and ps["count"] >= ps["for_memory"]
+    assert ps["per_ps_need_mb"] <= ps["per_ps_usable_mb"]
+    one_fewer = P.ps_bytes([P.Table(**{k: t[k] for k in ("name", "rows", "width", "trainable",
+                                                          "lookups")}) for t in ps["tables"]],
+                           ps["for_memory"] - 1, ps["slots"], ps["min_shard_bytes"])
+    need = (big.figures["ps_runtime_mb"]["value"]
+            + big.figures["ps_peak_factor"]["value"] * one_fewer / 2**20)
+    assert need > ps["per_ps_usable_mb"]                # the count is the smallest that fits
+    user = next(t for t in ps["tables"] if t["name"] == "bias_user_id")
+    assert user["shards"] == ps["count"]
+
+
+def test_shards_and_bytes_follow_the_trainers_partitioner():
+    small = P.Table("t", 1000, 4, True)           # 16 KB < min_shard_bytes: one shard
+    assert P.shards(small, 8, 256 << 10) == 1
+    assert P.ps_bytes([small], 8, 2, 256 << 10) == 1000 * 4 * 4 * 3
+    big = P.Table("u", 1_000_001, 4, True)        # 16 MB: up to num_ps shards
+    assert P.shards(big, 4, 256 << 10) == 4
+    assert P.ps_bytes([big], 4, 2, 256 << 10) == 250_001 * 4 * 4 * 3
+    fixed = P.Table("c", 1_000_000, 1, False)     # not trainable: no optimizer slots
+    assert P.ps_bytes([fixed], 1, 2, 256 << 10) == 4_000_000
+
+
+def test_tables_are_the_trainers_and_scale_with_sparse_scale():
+    base = _plan().parameter_servers["tables"]
+    rows = {t["name"]: t["rows"] for t in base}
+    assert rows["bias_user_id"] == 262144 and rows["count_item_id"] == 131072
+    assert {t["name"]: t["width"] for t in base}["emb_category_id"] == 4
+    scaled = _plan(sparse_scale=10, table_rows={"item_id": 500_000}).parameter_servers
+    srows = {t["name"]: t["rows"] for t in scaled["tables"]}
+    assert srows["bias_user_id"] == 2621440            # scaled
+    assert srows["bias_item_id"] == 500_000            # an override is not scaled
+    wide = _plan(embedding_dims={"user_id": 16}).parameter_servers["tables"]
+    assert {t["name"]: t["width"] for t in wide}["emb_user_id"] == 16
+
+
+def test_a_deadline_too_short_for_any_machine_count_says_so(capsys):
+    p = _plan(deadline_hours=0.002)                    # 7.2 s: below every start-up
+    assert not p.fits
+    assert any("deadline too short for any machine count" in b for b in p.blockers)
+    assert all(s.machines is None for s in p.stages)
+    assert cli.main(["plan", "--deadline-hours", "0.002"]) == 1
+    assert "deadline too short for any machine count" in capsys.readouterr().out
+
+
+def test_one_process_steps_that_cannot_fit_are_named_with_the_distributed_count():
+    p = _plan(rows_per_day=10**10, sparse_scale=10)
+    train = _stage(p, "train")
+    assert train.machines is None and train.machines_if_distributed > 1
+    assert any("counting pass" in b and "one process" in b for b in p.blockers)
+    assert not p.fits
+
+
+def test_a_slow_network_needs_more_ps():
+    fast = _plan(rows_per_day=10**9, ps_network_gbps=100).parameter_servers
+    slow = _plan(rows_per_day=10**9, ps_network_gbps=0.1).parameter_servers
+    assert slow["for_network"] > fast["for_network"] and slow["count"] == slow["for_network"]
+
+
+def test_every_figure_is_printed_with_its_source_and_every_assumption_with_its_own():
+    p = _plan(rows_per_day=10**9)
+    text = P.render(p)
+    assert len(p.figures) >= 10
+    for name, fig in p.figures.items():
+        assert fig["source"].startswith("bench/results/") and ".json" in fig["source"]
+        assert f"[{fig['source']}]" in text and name in text
+        assert (ROOT / fig["source"].split()[0]).is_file()
+    for a in p.assumptions:
+        assert a["assumption"] in text and a["source"] in text
+    for step in p.steps.values():
+        for part in step["parts"]:
+            assert f"[{part['figure']}" in text
+    assert json.loads(json.dumps(P.plan_json(p)))["figures"] == p.figures
+
+
+def test_the_cached_window_limit_matches_the_beam_job():
+    text = (ROOT / "beam_jobs" / "preprocess_ctr.py").read_text()
+    assert int(re.search(r"^MAX_CACHED_DATASETS = (\d+)", text, re.M)[1]) == P.CACHED_WINDOW_MAX
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--deadline-hours", "0"], "--deadline-hours must be a number > 0"),
+    (["--machine", "memory_gb=8"], "needs cores=N"),
+    (["--machine", "worker:cores=0,memory_gb=8"], "cores must be a whole number >= 1"),
+    (["--machine", "gpu-box:cores=4"], "role must be one of"),
+    (["--machine", "cores=4,disk=9"], "--machine takes cores=N,memory_gb=N,gpu=0|1"),
+    (["--rows-per-day", "0"], "--rows-per-day must be >= 1"),
+    (["--sparse-scale", "-1"], "--sparse-scale must be a number > 0"),
+    (["--share", "train=0.9"], "add up to more than 1"),
+    (["--table-rows", "no_such_field=10"], "no_such_field"),
+    (["--table-rows", "user_id=10"], "below the feature's"),
+    (["--feature-config", "/nonexistent/features.yaml"], "does not exist"),
+])
+def test_bad_input_is_refused_by_name(capsys, argv, message):
+    assert cli.main(["plan", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_a_broken_benchmark_file_is_named_never_echoed(tmp_path):
+    secret = "do-not-echo-this-token"
+    bench = _bench_copy(tmp_path, "ps_sparse.json", lambda d: d.update(points=secret))
+    with pytest.raises(P.PlanError) as e:
+        P.plan(P.PlanSpec(), bench)
+    assert "ps_sparse.json" in str(e.value) and secret not in str(e.value)
+    (bench / "ps_sparse.json").write_text("{" + secret)
+    with pytest.raises(P.PlanError) as e:
+        P.plan(P.PlanSpec(), bench)
+    assert "not valid JSON" in str(e.value) and secret not in str(e.value)
+
+
+def test_help_has_examples(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["plan", "--help"])
+    out = capsys.readouterr().out
+    assert "--total-rows 1e11 --sparse-scale 10" in out and "--check" in out
+
+
+def test_the_check_compares_with_the_fastest_run():
+    assert P._compare(13.0, 10.0) == {"predicted_s": 13.0, "measured_s": 10.0,
+                                      "error_percent": 30.0}
+    assert P._compare(6.5, 10.0)["error_percent"] == -35.0
