@@ -18,6 +18,8 @@ COMMANDS = [
     "components.text.load",
     "components.text.quality",
     "retrain.orchestration.stack",
+    "retrain.plan",
+    "retrain.config_suggest",
 ]
 
 

@@ -1,0 +1,349 @@
+"""A starting CTR feature config from a profile of the user's days (`retrain config
+suggest`): the 0/1 label, the id, one feature per other column, and the `validation:`
+bounds fitted to the days read, each value with a comment saying where it came from.
+
+Why a module of the family: which kinds, transforms and thresholds exist is
+`feature_config`'s contract, so the suggester lives beside it and its output is checked
+with `feature_config.load` (by the command) before it is written. The profile comes from
+`retrain.config_suggest.profile` (duck-typed here: this module imports nothing of it).
+Stdlib only.
+"""
+from __future__ import annotations
+
+import math
+
+from components.ctr.feature_config import THRESHOLDS, load  # noqa: F401  (the loader)
+
+LABEL_NAMES = ("clicked", "click", "clicks", "label", "liked", "converted", "conversion",
+               "purchased", "target", "y")
+VOCAB_MAX = 1000          # distinct values up to which a vocabulary is suggested
+HASH_CAP = 1 << 22        # largest suggested hash table
+FEW_INTS = 50             # distinct integers up to which an int column is categorical
+ALLOWED_MAX = 20          # distinct values up to which allowed_values are written
+_ARROW = {"str": "string", "int": "int64", "float": "double"}
+
+
+def _n(x) -> str:
+    return f"{x:,}"
+
+
+def _pct(x: float) -> str:
+    return f"{x:.2%}"
+
+
+def _up(x: float, digits: int = 4) -> float:
+    return min(1.0, math.ceil(x * 10 ** digits) / 10 ** digits)
+
+
+def _down(x: float, digits: int = 4) -> float:
+    return max(0.0, math.floor(x * 10 ** digits) / 10 ** digits)
+
+
+def _pow2(n: int) -> int:
+    return min(HASH_CAP, 1 << max(4, math.ceil(math.log2(max(1, 4 * n)))))
+
+
+def _p95(values: list) -> int:
+    return sorted(values)[int(0.95 * (len(values) - 1))] if values else 0
+
+
+def _binary(col) -> bool:
+    return col.kind in ("int", "bool") and col.values is not None \
+        and 0 < len(col.values) <= 2 and set(col.values) <= {0, 1}
+
+
+def claim(prof) -> str | None:
+    """Why the data looks like click logs (a 0/1 column), or None."""
+    labels = [c for c in prof.columns.values() if _binary(c)]
+    return f"column {labels[0].name!r} holds only 0 and 1: a click label" if labels else None
+
+
+def _label(prof, given: str | None) -> str:
+    if given:
+        if not _binary(prof.columns[given]):
+            raise ValueError(f"--label {given}: the label must hold only 0 and 1 (integers) "
+                             "in every row read")
+        return given
+    labels = [c.name for c in prof.columns.values() if _binary(c)]
+    if not labels:
+        raise ValueError(f"no column under {prof.raw_root} holds only 0 and 1: a CTR config "
+                         "needs a 0/1 label (give --label, or --family text)")
+    named = [n for n in LABEL_NAMES for c in labels if c.lower() == n]
+    return (named or labels)[0]
+
+
+def _id_like(col) -> bool:
+    name = col.name.lower()
+    return name == "id" or name.endswith(("_id", "id", "uuid", "_key"))
+
+
+def _unique(col) -> bool:
+    """A per-row id: unique over the days read, never null, no whitespace."""
+    return col.unique and not col.nulls and (
+        (col.kind == "str" and not col.spaced) or (col.kind == "int" and _id_like(col)))
+
+
+def _id(prof, given: str | None, label: str):
+    """(id column or None, why)."""
+    if given:
+        if not prof.columns[given].unique or prof.columns[given].nulls:
+            raise ValueError(f"--id {given}: the id must be unique and never null over the "
+                             "days read")
+        return given, "--id"
+    ids = [c for c in prof.columns.values() if c.name != label and _unique(c)]
+    ids.sort(key=lambda c: (not _id_like(c), c.kind != "str"))
+    return (ids[0].name, "unique over the days read") if ids else (None, "")
+
+
+def _categorical(col, rows: int) -> dict:
+    n = col.distinct
+    if col.kind == "int" and n <= FEW_INTS and col.min >= 0 and col.max <= 255:
+        return {"kind": "categorical", "transform": "identity", "size": (
+            col.max + 1, f"integer ids 0..{col.max} in the days read ({n} distinct)")}
+    dtype = {"dtype": "int"} if col.kind == "int" else {}
+    if n <= VOCAB_MAX:
+        return {"kind": "categorical", "transform": "vocabulary", **dtype, "top_k": (
+            math.ceil(n * 1.25), f"{_n(n)} distinct values in the days read, plus a "
+                                 "quarter for new ones"), "oov_buckets": 1}
+    return {"kind": "categorical", "transform": "hash", **dtype, "hash_buckets": (
+        _pow2(n), f"{'at least ' if n >= 2_000_000 else ''}{_n(n)} distinct values in "
+                  f"the days read; a power of two >= 4x that (at most {_n(HASH_CAP)})")}
+
+
+def _skew(xs: list) -> float:
+    """Sample skewness (third standardized moment)."""
+    n = len(xs)
+    mean = sum(xs) / n
+    var = sum((x - mean) ** 2 for x in xs) / n
+    return sum((x - mean) ** 3 for x in xs) / n / var ** 1.5 if var > 0 else 0.0
+
+
+def _numeric(col) -> dict:
+    skew = _skew(col.numbers)
+    if col.min >= 0 and skew > 1:
+        return {"kind": "numeric", "transform": (
+            "log_zscore", f"never negative and right-skewed (skewness {skew:.1f} > 1 on a "
+                          "sample of the days read)")}
+    why = "has negative values" if col.min < 0 else f"skewness {skew:.1f} <= 1"
+    return {"kind": "numeric", "transform": ("zscore", why)}
+
+
+def _multi(col, kind: str) -> dict:
+    if kind == "text":
+        n, lengths, what = len(col.tokens), col.token_counts, "tokens"
+    else:
+        n, lengths, what = len(col.element_hashes), col.list_lengths, "values"
+    width = min(64 if kind == "text" else 32, max(1, _p95(lengths)))
+    out = {"kind": kind}
+    if kind == "multi_categorical" and col.elements is not None and n <= VOCAB_MAX:
+        out.update(transform="vocabulary", top_k=(
+            math.ceil(n * 1.25), f"{_n(n)} distinct values in the days read, plus a quarter"),
+            oov_buckets=1)
+    else:
+        out.update(transform="hash", hash_buckets=(
+            _pow2(n), f"{_n(n)} distinct {what} in the days read; a power of two >= 4x that"))
+    out["max_values"] = (width, f"95% of the rows read have at most {width} {what}")
+    return out
+
+
+def _features(prof, label: str, id_col: str | None, notes: list):
+    """(features, extra_columns): one feature per usable column, the rest declared."""
+    features, extra = [], {}
+    rows = sum(d.rows for d in prof.days)
+    parquet = "parquet" in prof.formats
+    for col in prof.columns.values():
+        if col.name in (label, id_col):
+            continue
+        k = col.kind
+        if k == "null":
+            extra[col.name] = ("float", "always null in the days read")
+        elif _unique(col):
+            extra[col.name] = (k, "unique per row: no signal as a feature")
+        elif k == "str" and col.mean_chars >= 20 and col.spaced >= 0.5 * (col.count - col.nulls):
+            features.append({"name": (col.name, f"free text: {col.mean_chars:.0f} characters "
+                                                 "on average"), **_multi(col, "text")})
+        elif k == "str":
+            features.append({"name": (col.name, f"strings, {_n(col.distinct)} distinct"),
+                             **_categorical(col, rows)})
+        elif k == "str_list":
+            features.append({"name": (col.name, "lists of strings"),
+                             **_multi(col, "multi_categorical")})
+        elif k == "int" and col.distinct <= FEW_INTS:
+            features.append({"name": (col.name, "integers, few distinct"),
+                             **_categorical(col, rows)})
+        elif k == "int" and parquet:
+            features.append({"name": (col.name, "integers, many distinct: hashed, since "
+                                                 "Parquet int64 is not the double a numeric "
+                                                 "feature takes (cast it to make it numeric)"),
+                             **_categorical(col, rows)})
+        elif k in ("int", "float"):
+            features.append({"name": (col.name, f"numbers, {_n(col.distinct)}+ distinct"
+                                                 if k == "int" else "numbers"), **_numeric(col)})
+        elif k == "bool":
+            features.append({"name": (col.name, "true/false: write it as 0/1"),
+                             "kind": "categorical", "transform": "identity", "size": 2})
+            notes.append(f"column {col.name!r} holds true/false: the CTR reader takes 0/1 "
+                         "integers, so validation will reject its rows until it is 0/1")
+        else:
+            notes.append(f"column {col.name!r} ({k} values) has no kind in a feature config: "
+                         "left out, so validation's schema rule will name it")
+    return features, extra
+
+
+def _raw_type(f: dict) -> str:
+    kind = f["kind"]
+    return {"numeric": "float", "multi_categorical": "str_list", "text": "str"}.get(
+        kind, f.get("dtype", "int" if f["transform"] == "identity" else "str"))
+
+
+def _check_types(prof, columns: dict, notes: list) -> None:
+    """Warn where the days read break a rule the config implies (nulls, Parquet types)."""
+    for name, raw in columns.items():
+        col = prof.columns[name]
+        if raw in ("str", "int") and col.nulls:
+            notes.append(f"column {name!r} is null in {_n(col.nulls)} row(s): the CTR reader "
+                         f"takes no null {raw}; validation rule null_rate:{name} will fail")
+        want = _ARROW.get(raw)
+        if want and col.arrow and col.arrow != {want}:
+            notes.append(f"column {name!r} is {'/'.join(sorted(col.arrow))} in the Parquet "
+                         f"files; validation rule type:{name} expects {want}: cast it "
+                         "upstream")
+
+
+def _rate_bounds(prof, label: str):
+    rates = [(d.name, dc.values.get(1, 0) / dc.rows) for d, (_, dc) in
+             zip(prof.days, prof.day_values(label)) if dc.rows and dc.values is not None]
+    (lo_day, lo), (hi_day, hi) = min(rates, key=lambda r: r[1]), max(rates, key=lambda r: r[1])
+    return {"min_label_rate": (_down(lo / 2), f"lowest day read: {_pct(lo)} positive "
+                                              f"({lo_day}); half of it"),
+            "max_label_rate": (max(_up(min(1.0, hi * 1.5)), _down(lo / 2)),
+                               f"highest day read: {_pct(hi)} positive ({hi_day}); "
+                               "1.5x it")}
+
+
+def _thresholds(prof, label: str, id_col: str | None, numeric: list) -> dict:
+    days = [d for d in prof.days if d.rows]
+    small, large = min(days, key=lambda d: d.rows), max(days, key=lambda d: d.rows)
+    out = {"min_rows": (small.rows // 2, f"smallest day read: {_n(small.rows)} rows "
+                                         f"({small.name}); half of it"),
+           "max_rows": (large.rows * 2, f"largest day read: {_n(large.rows)} rows "
+                                        f"({large.name}); twice it"),
+           **_rate_bounds(prof, label)}
+    if numeric:
+        worst = max(((d, n, dc.nulls / dc.rows) for n in numeric
+                     for d, (_, dc) in zip(prof.days, prof.day_values(n)) if dc.rows),
+                    key=lambda x: x[2])
+        out["max_null_rate"] = (_up(min(1.0, worst[2] * 1.5 + 0.01)),
+                                f"most nulls in a numeric column: {_pct(worst[2])} "
+                                f"({worst[1]}, {worst[0].name}); 1.5x it plus 1%")
+        rises = [(b.name, n, b.columns[n].nulls / b.rows - a.columns[n].nulls / a.rows)
+                 for n in numeric for a, b in zip(days, days[1:])
+                 if n in a.columns and n in b.columns]
+        rise = max(rises, key=lambda x: x[2], default=None)
+        out["max_null_rate_increase"] = (
+            _up(max(0.02, 2 * rise[2])) if rise else THRESHOLDS["max_null_rate_increase"],
+            f"largest rise of a numeric column's null rate from one day to the next: "
+            f"{_pct(max(0.0, rise[2]))} ({rise[1]}, {rise[0]}); twice it, at least 2%"
+            if rise else "one day read: the default")
+    dup = max(days, key=lambda d: d.duplicate_rows / d.rows)
+    dup_rate = 0.0 if id_col else dup.duplicate_rows / dup.rows
+    out["max_duplicate_rate"] = (
+        _up(max(0.005, 2 * dup_rate)),
+        f"{id_col} is unique over the days read; at least 0.5%" if id_col else
+        f"most repeated rows in a day (ids are derived from the row): {_pct(dup_rate)} "
+        f"({dup.name}); twice it, at least 0.5%")
+    over = max(days, key=lambda d: d.overlap_previous)
+    rate = 0.0 if id_col else over.overlap_previous
+    out["max_previous_overlap"] = (
+        _up(max(0.005, 2 * rate)),
+        f"{id_col} is unique over the days read; at least 0.5%" if id_col else
+        f"most rows repeated from the day before: {_pct(rate)} ({over.name}); twice it, "
+        "at least 0.5%")
+    rej = max(days, key=lambda d: d.rejected / (d.rows + d.rejected))
+    rej_rate = rej.rejected / (rej.rows + rej.rejected)
+    out["max_rejected_rate"] = (_up(max(0.001, 2 * rej_rate), 6),
+                                f"most unreadable lines in a day: {_pct(rej_rate)} "
+                                f"({rej.name}); twice it, at least 0.1%")
+    ratios = []
+    for i, d in enumerate(days[1:], 1):
+        before = days[max(0, i - int(THRESHOLDS["history_days"])):i]
+        avg = sum(b.rows for b in before) / len(before)
+        ratios.append((d.name, max(d.rows / avg, avg / d.rows)))
+    if ratios:
+        name, r = max(ratios, key=lambda x: x[1])
+        out["max_row_ratio"] = (max(2.0, math.ceil(r * 15) / 10),
+                                f"a day's rows at most {r:.2f}x off the average of the days "
+                                f"before it ({name}); 1.5x that, at least 2")
+    return out
+
+
+def _validation(prof, features: list, extra: dict, thresholds: dict) -> dict:
+    ranges, allowed = {}, {}
+    for f in features:
+        name, kind = f["name"][0], f["kind"]
+        col = prof.columns[name]
+        if kind == "numeric":
+            spread = col.max - col.min
+            lo = 0 if col.min >= 0 else col.min - spread
+            hi = col.max + spread
+            ranges[name] = ([lo, hi], f"seen {col.min:g}..{col.max:g}; " + (
+                "never negative, " if col.min >= 0 else "minus the spread, ") +
+                "max plus the spread")
+        elif kind == "categorical" and col.kind != "bool" and col.values is not None \
+                and 2 <= len(col.values) <= ALLOWED_MAX:
+            allowed[name] = (sorted(col.values), f"every value seen ({len(col.values)}); a "
+                                                 f"new one fails rule allowed_values:{name}")
+    out = {"thresholds": thresholds}
+    if extra:
+        out["extra_columns"] = extra
+    if ranges:
+        out["ranges"] = ranges
+    if allowed:
+        out["allowed_values"] = allowed
+    return out
+
+
+def suggest(prof, *, label=None, text=None, id_column=None) -> tuple[dict, list[str]]:
+    """(config document with (value, comment) leaves, notes for the user)."""
+    if text:
+        raise ValueError("--text is an option of the text family (--family text)")
+    notes: list[str] = []
+    label = _label(prof, label)
+    if prof.columns[label].kind == "bool":
+        notes.append(f"label {label!r} holds true/false: the CTR reader takes 0/1 integers, "
+                     "so validation will reject its rows until it is written as 0/1")
+    id_col, why = _id(prof, id_column, label)
+    doc: dict = {"name": "suggested", "description": f"Suggested from {prof.raw_root}",
+                 "label": (label, "only 0 and 1 in the days read")}
+    if id_col and prof.columns[id_col].kind != "str":
+        notes.append(f"id column {id_col!r} holds integers; CTR ids are strings, so it is "
+                     "declared under validation.extra_columns and ids are derived")
+        id_col = None
+        doc["#id"] = "example_id left out: the id column holds integers, ids are derived."
+    elif id_col:
+        doc["example_id"] = (id_col, why)
+    else:
+        doc["#id"] = ("example_id left out: no column is unique over the days read, so each "
+                      "row's id is derived (a hash of its columns).")
+        notes.append("no unique id column: ids are derived from each row's columns")
+    features, extra = _features(prof, label, id_col, notes)
+    if not features:
+        raise ValueError(f"the days read under {prof.raw_root} hold no column to use as a "
+                         "feature beside the label and the id")
+    _check_types(prof, {label: "int", **({id_col: "str"} if id_col else {}),
+                        **{f["name"][0]: _raw_type(f) for f in features},
+                        **{k: v[0] for k, v in extra.items()}}, notes)
+    doc["features"] = features
+    slices = [f["name"][0] for f in features if f["kind"] == "categorical"
+              and prof.columns[f["name"][0]].values is not None
+              and 2 <= len(prof.columns[f["name"][0]].values) <= ALLOWED_MAX][:2]
+    if slices:
+        doc["slices"] = (slices, "categorical columns with 2-20 values: metrics per value")
+    categorical = [f["name"][0] for f in features
+                   if f["kind"] != "numeric" or f["transform"] == "bucketize"]
+    doc["model"] = {"deep_fields": (categorical, "every categorical field gets an embedding "
+                                                 "in the MLP")}
+    numeric = [f["name"][0] for f in features if f["kind"] == "numeric"]
+    doc["validation"] = _validation(prof, features, extra, _thresholds(prof, label, id_col,
+                                                                       numeric))
+    return doc, notes

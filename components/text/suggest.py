@@ -1,0 +1,177 @@
+"""A starting text config from a profile of the user's days (`retrain config suggest`):
+the text column, one task per low-cardinality string column, the id, and the
+`validation:` bounds fitted to the days read, each value with a comment saying where it
+came from.
+
+Why a module of the family: which keys and bounds exist is `task_config`'s contract, so
+the suggester lives beside it and its output is checked with `task_config.load` (by the
+command) before it is written. The profile comes from `retrain.config_suggest.profile`
+(duck-typed here). Stdlib only.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from components.text.task_config import RESERVED, load  # noqa: F401  (the loader)
+
+MIN_TEXT_CHARS = 30       # mean length from which a string column reads as free text
+MAX_LABELS = 20           # distinct values up to which a string column is a task
+
+
+def _n(x) -> str:
+    return f"{x:,}"
+
+
+def _pct(x: float) -> str:
+    return f"{x:.2%}"
+
+
+def _up(x: float) -> float:
+    return min(1.0, math.ceil(x * 1e4) / 1e4)
+
+
+def _labels(col) -> list[str]:
+    return sorted(str(v) for v in (col.values or {}) if v != "")
+
+
+def _is_task(col) -> bool:
+    return col.kind == "str" and col.values is not None and 2 <= len(_labels(col)) <= MAX_LABELS
+
+
+def _is_text(col) -> bool:
+    return col.kind == "str" and col.mean_chars >= MIN_TEXT_CHARS \
+        and col.spaced >= 0.5 * (col.count - col.nulls)
+
+
+def _binary(col) -> bool:
+    return col.kind in ("int", "bool") and col.values is not None \
+        and set(col.values) <= {0, 1}
+
+
+def claim(prof) -> str | None:
+    """Why the data looks like labelled text, or None."""
+    cols = list(prof.columns.values())
+    texts = [c for c in cols if _is_text(c)]
+    tasks = [c for c in cols if _is_task(c)]
+    if not texts or not tasks or any(_binary(c) for c in cols):
+        return None
+    return (f"column {texts[0].name!r} is free text ({texts[0].mean_chars:.0f} characters "
+            f"on average), {len(tasks)} string column(s) with 2-{MAX_LABELS} values, no 0/1 "
+            "column")
+
+
+def _id(prof, given: str | None, skip: set):
+    if given:
+        col = prof.columns[given]
+        if not col.unique or col.nulls:
+            raise ValueError(f"--id {given}: the id must be unique and never null over the "
+                             "days read")
+        return given, "--id"
+    ids = [c for c in prof.columns.values() if c.name not in skip and c.unique
+           and not c.nulls and ((c.kind == "str" and not c.spaced) or c.kind == "int")]
+    ids.sort(key=lambda c: (not c.name.lower().endswith("id"), c.kind != "str"))
+    return (ids[0].name, "unique over the days read") if ids else (None, "")
+
+
+def _task_name(column: str) -> str:
+    name = re.sub(r"\W", "_", column)[:60] or "task"
+    if not re.match(r"^[A-Za-z_]", name) or name in RESERVED:
+        name = f"task_{name}"
+    return name
+
+
+def _validation(prof, text: str, tasks: list[str]) -> dict:
+    days = [d for d in prof.days if d.rows]
+    small, large = min(days, key=lambda d: d.rows), max(days, key=lambda d: d.rows)
+    col = prof.columns[text]
+    medians = [(name, sorted(dc.lengths)[len(dc.lengths) // 2])
+               for name, dc in prof.day_values(text) if dc.lengths]
+    lo_med, hi_med = min(medians, key=lambda m: m[1]), max(medians, key=lambda m: m[1])
+    short = 0 if col.nulls else col.min_chars or 0
+    out = {"min_rows": (small.rows // 2, f"smallest day read: {_n(small.rows)} rows "
+                                         f"({small.name}); half of it"),
+           "max_rows": (large.rows * 2, f"largest day read: {_n(large.rows)} rows "
+                                        f"({large.name}); twice it"),
+           "min_chars": (short // 2, f"shortest text read: {short} characters; half of it"),
+           "max_chars": (max(2, col.max_chars * 2), f"longest text read: "
+                                                    f"{_n(col.max_chars)} characters; twice it"),
+           "min_median_chars": (lo_med[1] // 2, f"lowest median length of a day: "
+                                                f"{lo_med[1]} ({lo_med[0]}); half of it"),
+           "max_median_chars": (max(lo_med[1] // 2, hi_med[1] * 2),
+                                f"highest median length of a day: {hi_med[1]} "
+                                f"({hi_med[0]}); twice it")}
+    unlabelled, share = [], []
+    for column in tasks:
+        for name, dc in prof.day_values(column):
+            if not dc.rows or dc.values is None:
+                continue
+            missing = dc.nulls + dc.values.get("", 0)
+            unlabelled.append((name, column, missing / dc.rows))
+            counts = [v for k, v in dc.values.items() if k != ""]
+            if counts:
+                share.append((name, column, max(counts) / sum(counts)))
+    day, column, u = max(unlabelled, key=lambda x: x[2])
+    out["max_unlabelled_rate"] = (_up(min(1.0, u * 1.5 + 0.05)),
+                                  f"most unlabelled rows of a task in a day: {_pct(u)} "
+                                  f"({column}, {day}); 1.5x it plus 5%")
+    day, column, s = max(share, key=lambda x: x[2])
+    out["max_class_share"] = (_up(s + (1 - s) / 2), f"largest class share of a task in a "
+                                                    f"day: {_pct(s)} ({column}, {day}); "
+                                                    "halfway to 100%")
+    dup = max(prof.day_values(text), key=lambda x: x[1].text_dups / max(1, x[1].rows))
+    rate = dup[1].text_dups / max(1, dup[1].rows)
+    out["max_duplicate_rate"] = (_up(max(0.01, 2 * rate)), f"most repeated texts in a day: "
+                                                           f"{_pct(rate)} ({dup[0]}); twice "
+                                                           "it, at least 1%")
+    return out
+
+
+def suggest(prof, *, label=None, text=None, id_column=None) -> tuple[dict, list[str]]:
+    """(config document with (value, comment) leaves, notes for the user)."""
+    notes: list[str] = []
+    cols = prof.columns
+    if text:
+        if cols[text].kind != "str":
+            raise ValueError(f"--text {text}: the text column must hold strings")
+        why_text = "--text"
+    else:
+        texts = sorted((c for c in cols.values() if c.kind == "str" and c.name != id_column
+                        and c.name != label), key=lambda c: -c.mean_chars)
+        if not texts:
+            raise ValueError(f"no string column under {prof.raw_root} to read as the text "
+                             "(give --text, or --family ctr)")
+        text, why_text = texts[0].name, (f"the longest strings: {texts[0].mean_chars:.0f} "
+                                         "characters on average")
+    id_col, why_id = _id(prof, id_column, {text, label})
+    if label:
+        if not _is_task(cols[label]):
+            raise ValueError(f"--label {label}: a task's column must hold 2-{MAX_LABELS} "
+                             "distinct strings")
+        tasks = [label]
+    else:
+        tasks = [c.name for c in cols.values() if _is_task(c) and c.name not in (text, id_col)]
+    if not tasks:
+        raise ValueError(f"no string column under {prof.raw_root} holds 2-{MAX_LABELS} "
+                         "distinct values: a text config needs a task (give --label)")
+    doc: dict = {"description": f"Suggested from {prof.raw_root}"}
+    if id_col:
+        doc["example_id"] = (id_col, why_id)
+    else:
+        doc["#id"] = ("example_id left out: no column is unique over the days read, so each "
+                      "record's id is derived (a hash of its text and labels).")
+        notes.append("no unique id column: ids are derived from each record's text and labels")
+    doc["text"] = (text, why_text)
+    if cols[text].nulls:
+        notes.append(f"text column {text!r} is null in {_n(cols[text].nulls)} row(s): "
+                     "validation counts them as empty texts")
+    doc["tasks"] = {_task_name(c): {"label_column": c, "labels": (
+        _labels(cols[c]), f"every value seen ({len(_labels(cols[c]))}); a new one fails "
+                          "validation")} for c in tasks}
+    doc["validation"] = _validation(prof, text, tasks)
+    used = {text, *tasks, *([id_col] if id_col else [])}
+    unused = [c for c in cols if c not in used]
+    if unused:
+        notes.append(f"not used: {', '.join(unused)} (a text config reads only the id, the "
+                     "text and the task columns)")
+    return doc, notes

@@ -1,0 +1,165 @@
+"""`retrain config suggest`: a config written from a few days of partitions loads with the
+family's own loader and passes that family's validation on the days it was fitted to;
+ids are named only when unique; errors name the folder or rule, never a value."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from components.ctr import feature_config as fc
+from components.ctr.synth import SynthSpec, run as synthesize
+from components.text import task_config
+from components.text.tickets import tickets
+from retrain import cli
+from retrain import config_suggest as cs
+
+
+def _suggest(*args: str) -> int:
+    return cli.main(["config", "suggest", *args])
+
+
+@pytest.fixture(scope="module")
+def ctr_days(tmp_path_factory):
+    """3 days of the example click logs (an event_id per row), as JSONL."""
+    root = tmp_path_factory.mktemp("ctr") / "raw"
+    synthesize(SynthSpec(feature_config=str(fc.PACKAGED_DIR / "example_user_logs.yaml"),
+                         raw_root=str(root), start="2026-12-01", days=3, rows_per_day=1500))
+    return root
+
+
+def _to_parquet(src, dst, drop=()):
+    """The same days as Parquet, optionally without some columns."""
+    for day in sorted(src.glob("dt=*")):
+        rows = [{k: v for k, v in json.loads(line).items() if k not in drop}
+                for line in gzip.open(day / "part-00000.jsonl.gz", "rt")]
+        (dst / day.name).mkdir(parents=True)
+        pq.write_table(pa.Table.from_pylist(rows), dst / day.name / "part-00000.parquet")
+        (dst / day.name / "_SUCCESS").write_text("")
+
+
+def _write_tickets(root, days=3, n=200):
+    for k in range(1, days + 1):
+        day = root / f"dt=2026-12-0{k}"
+        day.mkdir(parents=True)
+        (day / "part-00000.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in tickets(k, n)))
+        (day / "_SUCCESS").write_text("")
+
+
+def test_ctr_suggestion_loads_and_passes_validation_on_the_newest_day(ctr_days, tmp_path,
+                                                                      capsys):
+    from components.ctr.validate import ValidateSpec, run as validate
+
+    out = tmp_path / "suggested.yaml"
+    assert _suggest("--raw-root", str(ctr_days), "--out", str(out)) == 0
+    assert "family: ctr" in capsys.readouterr().err
+    cfg = fc.load(out)
+    assert cfg.label == "clicked" and cfg.example_id == "event_id" and not cfg.derived_id
+    kinds = {f.name: (f.kind, f.transform) for f in cfg.features}
+    assert kinds["tags"][0] == "multi_categorical" and kinds["query"][0] == "text"
+    assert kinds["slot"] == ("categorical", "identity")
+    assert kinds["dwell_time"] == ("numeric", "log_zscore")
+    assert dict(cfg.validation.allowed_values)["device"] == ("android", "ios", "tablet", "web")
+    text = out.read_text()
+    assert "# smallest day read: 1,500 rows (dt=2026-12-01); half of it" in text
+    result = validate(ValidateSpec(span_dir=str(ctr_days / "dt=2026-12-03"),
+                                   out_dir=str(tmp_path / "validation"),
+                                   feature_config=str(out)))
+    assert result["gate"] == "passed"
+
+
+def test_parquet_without_an_id_column_leaves_example_id_out(ctr_days, tmp_path):
+    raw = tmp_path / "raw"
+    _to_parquet(ctr_days, raw, drop=("event_id",))
+    text, family, notes = cs.suggest(str(raw), days=2)
+    assert family == "ctr" and any("ids are derived" in n for n in notes)
+    data = yaml.safe_load(text)
+    assert "example_id" not in data and "example_id left out" in text
+    cfg = fc.loads(text)
+    assert cfg.derived_id and cfg.validation.threshold("min_rows") == 750
+    assert {f.name for f in cfg.features} == {"dwell_time", "age", "country", "device",
+                                              "ad_id", "slot", "tags", "query"}
+
+
+def test_text_family_is_guessed_and_passes_text_validation(tmp_path, capsys):
+    from components.text.validate import TextValidateSpec, run as validate
+
+    _write_tickets(tmp_path / "raw")
+    out = tmp_path / "text.yaml"
+    assert _suggest("--raw-root", str(tmp_path / "raw"), "--out", str(out)) == 0
+    assert "family: text" in capsys.readouterr().err
+    cfg = task_config.load(out)
+    assert cfg.example_id == "ticket_id" and cfg.text == "body"
+    assert cfg.task("team").labels == ("billing", "outage")
+    result = validate(TextValidateSpec(span_dir=str(tmp_path / "raw" / "dt=2026-12-03"),
+                                       out_dir=str(tmp_path / "validation"),
+                                       text_config=str(out)))
+    assert result["gate"] == "passed"
+
+
+def test_text_without_a_unique_column_derives_ids_and_label_picks_the_task(tmp_path):
+    raw = tmp_path / "raw"
+    _write_tickets(raw, days=2, n=100)
+    for part in raw.glob("dt=*/part-*"):
+        rows = [json.loads(line) for line in part.read_text().splitlines()]
+        part.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "ticket_id"})
+                                + "\n" for r in rows))
+    text, family, _ = cs.suggest(str(raw), "text", label="team")
+    cfg = task_config.from_dict(yaml.safe_load(text))
+    assert family == "text" and cfg.example_id is None and "example_id left out" in text
+    assert [t.name for t in cfg.tasks] == ["team"]
+
+
+def test_out_is_never_overwritten_without_force(ctr_days, tmp_path, capsys):
+    out = tmp_path / "mine.yaml"
+    out.write_text("my own config\n")
+    assert _suggest("--raw-root", str(ctr_days), "--out", str(out)) == 2
+    err = capsys.readouterr().err
+    assert str(out) in err and "--force" in err and out.read_text() == "my own config\n"
+    assert _suggest("--raw-root", str(ctr_days), "--out", str(out), "--force") == 0
+    assert fc.load(out).label == "clicked"
+
+
+def test_bad_raw_roots_are_named(tmp_path, capsys):
+    missing = tmp_path / "nowhere"
+    assert _suggest("--raw-root", str(missing)) == 2
+    assert f"raw root {missing} does not exist" in capsys.readouterr().err
+    (tmp_path / "raw" / "dt=2026-12-01").mkdir(parents=True)   # no _SUCCESS: not delivered
+    assert _suggest("--raw-root", str(tmp_path / "raw")) == 2
+    assert f"raw root {tmp_path / 'raw'} holds no delivered day" in capsys.readouterr().err
+
+
+def test_errors_name_the_rule_never_a_value(tmp_path, capsys):
+    day = tmp_path / "raw" / "dt=2026-12-01"
+    day.mkdir(parents=True)
+    rows = [{"clicked": i % 2, "secret": f"hunter2-{i % 3}", "x": i * 0.5} for i in range(40)]
+    (day / "part-00000.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (day / "_SUCCESS").write_text("")
+    assert _suggest("--raw-root", str(tmp_path / "raw"), "--label", "secret") == 2
+    err = capsys.readouterr().err
+    assert "--label secret" in err and "only 0 and 1" in err and "hunter2" not in err
+    assert _suggest("--raw-root", str(tmp_path / "raw"), "--family", "text") == 2
+    assert "hunter2" not in capsys.readouterr().err
+
+
+def test_help_lists_the_options(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["config", "suggest", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--raw-root", "--family", "--days", "--out", "--force", "--label", "--text",
+                 "--id"):
+        assert flag in out
+
+
+def test_yaml_scalars_that_read_as_other_types_are_quoted():
+    assert cs.scalar("yes") == '"yes"' and cs.scalar("no") == '"no"'
+    assert cs.scalar("12") == '"12"' and cs.scalar("a b") == '"a b"'
+    assert cs.scalar(0.0001) == "0.0001" and cs.scalar(2.0) == "2.0"
+    doc = {"labels": (["no", "yes"], "a comment"), "#c": "a line"}
+    assert yaml.safe_load("\n".join(cs.render(doc))) == {"labels": ["no", "yes"]}
