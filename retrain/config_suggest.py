@@ -357,7 +357,9 @@ def suggest(raw_root: str, family: str | None = None, days: int = 7, *,
         raise ValueError(f"--days must be at least 1, got {days}")
     prof = profile(raw_root, days)
     if not any(d.rows for d in prof.days):
-        raise ValueError(f"the days read under {raw_root} hold no rows")
+        skipped = sum(d.rejected for d in prof.days)
+        raise ValueError(f"the days read under {raw_root} hold no rows" + (
+            f": {skipped} line(s) of their JSONL parts are not JSON objects" if skipped else ""))
     for given, flag in ((label, "--label"), (text, "--text"), (id_column, "--id")):
         if given is not None and given not in prof.columns:
             raise ValueError(f"{flag}: no such column in the days read under {raw_root}")

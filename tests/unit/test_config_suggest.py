@@ -147,6 +147,17 @@ def test_errors_name_the_rule_never_a_value(tmp_path, capsys):
     assert "hunter2" not in capsys.readouterr().err
 
 
+def test_a_part_of_lines_that_are_not_json_is_counted_not_echoed(tmp_path, capsys):
+    day = tmp_path / "raw" / "dt=2026-12-01"
+    day.mkdir(parents=True)
+    (day / "part-00000.jsonl").write_text("root:$6$SECRETHASH:19000:0:99999:7:::\nnope\n")
+    (day / "_SUCCESS").write_text("")
+    assert _suggest("--raw-root", str(tmp_path / "raw")) == 2
+    err = capsys.readouterr().err
+    assert "hold no rows: 2 line(s) of their JSONL parts are not JSON objects" in err
+    assert "SECRETHASH" not in err and "nope" not in err
+
+
 def test_help_lists_the_options(capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["config", "suggest", "--help"])
