@@ -15,6 +15,9 @@ _CPP_LEVELS = {"I": logging.INFO, "W": logging.WARNING, "E": logging.ERROR, "F":
 # TensorFlow probes CUDA at start and logs its failure as an error; on a machine with no
 # GPU device that is expected, not a problem of the step.
 _NO_GPU_NOISE = ("failed call to cuInit", "Could not find cuda drivers")
+# C++ lines TensorFlow logs at error level about a choice it made and carries on with: the
+# fine-tuning steps' int64 ops on a CPU without AVX-512 use Eigen instead of oneDNN.
+_NOT_ERRORS = ("oneDNN supports DT_INT64 only on platforms with AVX-512",)
 
 
 def has_gpu_device() -> bool:
@@ -41,6 +44,9 @@ class LineLevels:
             if not self.gpu and any(n in line for n in _NO_GPU_NOISE):
                 self.level = logging.INFO
                 return logging.DEBUG
+            if any(n in line for n in _NOT_ERRORS):
+                self.level = logging.INFO
+                return logging.INFO
             self.level = (logging.getLevelName(m.group(1)) if m.group(1)
                           else _CPP_LEVELS[m.group(2)])
             return self.level

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import json
+import logging
 import subprocess
 import sys
 
@@ -71,12 +72,21 @@ def _conf(raw, config, **extra) -> dict:
             "min_eval_rows": 60, "warm_start": False, **extra}
 
 
-def test_user_tickets_train_validate_publish_and_rerun(airflow_home, tickets):
+def test_user_tickets_train_validate_publish_and_rerun(airflow_home, tickets, caplog):
     home, raw, config = tickets
     dag = _dag()
-    first = dag.test(logical_date=dt.datetime(2026, 12, 3, tzinfo=UTC), run_conf=_conf(raw, config))
+    with caplog.at_level(logging.INFO, logger="retrain"):
+        first = dag.test(logical_date=dt.datetime(2026, 12, 3, tzinfo=UTC),
+                         run_conf=_conf(raw, config))
     states = task_states(first)
     assert states and all(s == "success" for s in states.values()), states
+    # A clean run's steps log no WARNING or ERROR line (what their task logs show): benign
+    # lines are INFO, tracebacks only where a task fails.
+    relayed = [r for r in caplog.records if r.name == "retrain.launch"]
+    assert any("[train]" in r.getMessage() for r in relayed)    # the steps' own lines
+    loud = [f"{r.levelname} {r.name}: {r.getMessage()[:160]}" for r in caplog.records
+            if r.levelno >= logging.WARNING and r.name.startswith("retrain")]
+    assert not loud, loud[:5]
 
     registry = Registry(home / "registry")
     current = registry.current("text")

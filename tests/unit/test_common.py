@@ -165,7 +165,11 @@ def test_a_steps_log_levels_are_the_task_logs_levels():
              "[chief] WARNING tensorflow: another warning": logging.WARNING,
              "[chief]   its relayed second line": logging.WARNING,
              "[chief] I0000 00:00:1 2 cudart_stub.cc:31] Could not find cuda drivers on "
-             "your machine, GPU will not be used.": logging.DEBUG}
+             "your machine, GPU will not be used.": logging.DEBUG,
+             # TensorFlow's own choice of kernel, logged at E level: not an error
+             "[train] E0000 00:00:1 2 util.cc:131] oneDNN supports DT_INT64 only on platforms "
+             "with AVX-512. Falling back to the default Eigen-based implementation if "
+             "present.": logging.INFO}
     assert {line: levels(line) for line in lines} == lines
     assert step_logs.LineLevels(gpu=True)("E0000 1 cuda_platform.cc:52] failed call to "
                                        "cuInit") == logging.ERROR
