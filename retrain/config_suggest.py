@@ -12,7 +12,6 @@ Errors name the folder, file or rule, never a value read from the data (rule 22)
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import gzip
 import importlib
 import json
@@ -195,21 +194,15 @@ def type_of(value) -> str:
 
 def delivered_days(raw_root: str | Path, n: int) -> list[Path]:
     """The newest `n` folders dt=YYYY-MM-DD with a `_SUCCESS` marker, oldest first."""
+    from retrain.common import paths, spans
     root = Path(raw_root)
     if not root.is_dir():
         raise FileNotFoundError(f"raw root {root} does not exist or is not a folder")
-    days = []
-    for p in root.iterdir():
-        try:
-            day = dt.date.fromisoformat(p.name.removeprefix("dt="))
-        except ValueError:
-            continue
-        if p.name.startswith("dt=") and (p / "_SUCCESS").is_file():
-            days.append((day, p))
+    days = spans.delivered_days(root)
     if not days:
         raise FileNotFoundError(f"raw root {root} holds no delivered day (a folder "
                                 "dt=YYYY-MM-DD with a _SUCCESS marker)")
-    return [p for _, p in sorted(days)[-n:]]
+    return [Path(paths.partition(root, d)) for d in days[-n:]]
 
 
 def _parts(day_dir: Path) -> list[Path]:

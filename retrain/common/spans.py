@@ -57,12 +57,19 @@ def span_for_run(span_param: str | None, logical_date: dt.datetime | None,
 
 
 def latest_delivered(raw_root: str, on_or_before: dt.date | None = None) -> dt.date | None:
-    """The newest `dt=YYYY-MM-DD` folder of a local `raw_root` with its `_SUCCESS` marker
-    (optionally not after `on_or_before`); None when there is none."""
+    """The newest delivered day of a local `raw_root` (optionally not after
+    `on_or_before`); None when there is none."""
+    days = [d for d in delivered_days(raw_root) if on_or_before is None or d <= on_or_before]
+    return days[-1] if days else None
+
+
+def delivered_days(raw_root: str | os.PathLike) -> list[dt.date]:
+    """Every `dt=YYYY-MM-DD` folder of a local `raw_root` with its `_SUCCESS` marker,
+    oldest first (none when the folder does not exist)."""
     try:
         names = os.listdir(raw_root)
     except OSError:
-        return None
+        return []
     days = []
     for name in names:
         if not name.startswith(paths.PARTITION_PREFIX):
@@ -71,9 +78,9 @@ def latest_delivered(raw_root: str, on_or_before: dt.date | None = None) -> dt.d
             day = dt.date.fromisoformat(name.removeprefix(paths.PARTITION_PREFIX))
         except ValueError:
             continue
-        if (on_or_before is None or day <= on_or_before) and _delivered(raw_root, day):
+        if _delivered(str(raw_root), day):
             days.append(day)
-    return max(days, default=None)
+    return sorted(days)
 
 
 def _delivered(raw_root: str, day: dt.date) -> bool:
