@@ -609,14 +609,16 @@ def read_batches(path: str, batch_size: int, max_line_bytes: int = DEFAULT_MAX_L
                          f"{PARQUET_SUFFIXES + JSONL_SUFFIXES})")
     if layout is None or not layout.derived_id:
         return batches
-    return ((with_derived_id(batch, layout), rejects) for batch, rejects in batches)
+    columns = [k for k, _ in layout.columns]
+    return ((with_derived_id(batch, columns, layout.example_id), rejects)
+            for batch, rejects in batches)
 
 
-def with_derived_id(batch: pa.RecordBatch, layout: RawLayout) -> pa.RecordBatch:
-    """`batch` with the layout's id column first, derived from its columns."""
-    ids = F.derived_ids(batch, [k for k, _ in layout.columns])
-    return pa.RecordBatch.from_arrays([ids, *batch.columns],
-                                      names=[layout.example_id, *batch.schema.names])
+def with_derived_id(batch: pa.RecordBatch, columns, name: str) -> pa.RecordBatch:
+    """`batch` with an id column `name` first, derived from those of `columns` it has."""
+    present = [c for c in columns if c in batch.schema.names]
+    return pa.RecordBatch.from_arrays([F.derived_ids(batch, present), *batch.columns],
+                                      names=[name, *batch.schema.names])
 
 
 def batch_schema(layout: RawLayout | None = None) -> pa.Schema:

@@ -367,13 +367,9 @@ class ReadBatches(beam.DoFn):
         span, path, row_group = item
         for name, key, batch, rejects in self._batches(path, row_group):
             if self.derived_id:   # ids derived as the reader does (compared within stats only)
-                batch = self._with_id(batch)
+                from beam_jobs.preprocess_ctr import with_derived_id
+                batch = with_derived_id(batch, [k for k, _ in self.columns], self.example_id)
             yield span, (name, key, batch, rejects)
-
-    def _with_id(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        present = [k for k, _ in self.columns if k in batch.schema.names]
-        return pa.RecordBatch.from_arrays([F.derived_ids(batch, present), *batch.columns],
-                                          names=[self.example_id, *batch.schema.names])
 
     def _batches(self, path: str, row_group: int):
         if row_group < 0:
