@@ -63,8 +63,8 @@ def _summary(folder: Path, name: str = "run_summary.json") -> dict:
 
 def _status_before_push(folder: Path, ctx: dict) -> str:
     """What a run with no run_summary.json is doing, as far as its folder tells."""
-    marker = Path(ctx.get("span_dir") or "/nonexistent") / "_SUCCESS"
-    if ctx and not marker.exists():
+    marker = Path(ctx["span_dir"]) / "_SUCCESS" if ctx.get("span_dir") else None
+    if marker is not None and not marker.exists():
         since = dt.datetime.fromtimestamp((folder / CONTEXT_FILE).stat().st_mtime,
                                           dt.timezone.utc)
         return (f"waiting for the span's data: no {marker} yet "
