@@ -73,13 +73,14 @@ def true_probabilities(span_dir: str | Path, example_ids: pa.Array) -> np.ndarra
     return truth.column(F.TRUE_PROB_KEY).to_numpy()[index.to_numpy()]
 
 
-def to_raw_features(table: pa.Table, cfg=None) -> dict[str, np.ndarray]:
+def to_raw_features(table: pa.Table, cfg=None, columns=None) -> dict[str, np.ndarray]:
     """Columns as the serving signature takes them (numeric nulls become NaN; lists
-    padded with "" to the longest in the batch, which the transform drops)."""
+    padded with "" to the longest in the batch, which the transform drops). `columns`:
+    only these (a table of one side of a user x item pair); default every input."""
     cfg = cfg or _default_config()
     out: dict[str, np.ndarray] = {}
     for key, kind in cfg.raw_columns().items():
-        if key in (cfg.example_id, cfg.label):
+        if key in (cfg.example_id, cfg.label) or (columns is not None and key not in columns):
             continue
         col = table.column(key)
         if kind == "str":

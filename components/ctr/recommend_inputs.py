@@ -1,0 +1,106 @@
+"""What the recommendation job scores: the users active in the last N days and a pool of
+candidate items, both read from the raw click logs with the model's own feature config.
+
+Why from raw logs: a user's profile and an item's columns are exactly what the model's
+serving signature takes (the latest values seen), read by the same readers as
+preprocessing, so a column the model was trained on can never be missing or typed
+differently at scoring time.
+
+- users: one row per user seen in the window, their latest user-side columns;
+- items: the pool, `window` (every item seen in the window, the most shown first, at most
+  `pool_size` when it is > 0) or `top_per_category` (the `pool_size` most clicked items of
+  each category), with their latest item-side columns and their window's clicks and
+  impressions (the popularity baseline of the quality check reads them);
+- users are split into shards by a stable hash of the user id (pandas' fixed-key row
+  hash), so a rerun puts every user in the same shard.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from retrain.common.paths import partition
+
+log = logging.getLogger("retrain.recommend")
+
+POOLS = ("window", "top_per_category")
+CLICKS, IMPRESSIONS = "_clicks", "_impressions"
+
+
+def window_days(span: str, days: int) -> list[str]:
+    end = dt.date.fromisoformat(span)
+    return [(end - dt.timedelta(days=i)).isoformat() for i in range(days - 1, -1, -1)]
+
+
+def read_window(raw_root: str, span: str, days: int, cfg) -> tuple[pa.Table, list[str]]:
+    """The accepted rows of the delivered days of the window (oldest first) and the days
+    read; a day without its `_SUCCESS` marker is left out and logged."""
+    from components.ctr import rawdata
+
+    tables, read = [], []
+    for day in window_days(span, days):
+        folder = Path(partition(raw_root, day))
+        if not (folder / "_SUCCESS").is_file():
+            log.info("window day %s not delivered (no %s/_SUCCESS): left out", day, folder)
+            continue
+        tables.append(rawdata.read_span(folder, cfg))
+        read.append(day)
+    if not tables:
+        raise FileNotFoundError(f"no delivered day in {raw_root} for the {days} days ending "
+                                f"{span}: nothing to recommend from")
+    return pa.concat_tables(tables), read
+
+
+def _latest(frame, key: str, columns: list[str]):
+    """The last row of each key (rows are in time order), only `columns`."""
+    return frame.drop_duplicates(subset=[key], keep="last")[[key, *columns]]
+
+
+def users(rows: pa.Table, user_column: str, user_side: list[str]) -> pa.Table:
+    frame = rows.select([user_column, *user_side]).to_pandas()
+    latest = _latest(frame, user_column, user_side).sort_values(user_column)
+    return pa.Table.from_pandas(latest, preserve_index=False)
+
+
+def items(rows: pa.Table, label: str, item_column: str, item_side: list[str], pool: str,
+          pool_size: int, category_column: str | None = None) -> pa.Table:
+    """The candidate pool with the item-side columns and its window counts."""
+    if pool not in POOLS:
+        raise ValueError(f"pool must be one of {POOLS}, got {pool!r}")
+    frame = rows.select(list(dict.fromkeys([item_column, label, *item_side]))).to_pandas()
+    counts = frame.groupby(item_column, sort=False)[label].agg(["sum", "size"])
+    counts.columns = [CLICKS, IMPRESSIONS]
+    table = _latest(frame, item_column, item_side).set_index(item_column).join(counts)
+    table = table.reset_index().sort_values([IMPRESSIONS, CLICKS, item_column],
+                                            ascending=[False, False, True])
+    if pool == "top_per_category":
+        if category_column not in table.columns:
+            raise ValueError(f"pool top_per_category needs the category column "
+                             f"{category_column!r} among the item columns {item_side}")
+        table = (table.sort_values([CLICKS, IMPRESSIONS, item_column],
+                                   ascending=[False, False, True])
+                 .groupby(category_column, sort=False).head(max(pool_size, 1)))
+    elif pool_size > 0:
+        table = table.head(pool_size)
+    return pa.Table.from_pandas(table.astype({CLICKS: "int64", IMPRESSIONS: "int64"}),
+                                preserve_index=False)
+
+
+def shard_of(user_ids: pa.Array | list, num_shards: int) -> np.ndarray:
+    """Stable shard 0..num_shards-1 of each user id."""
+    import pandas as pd
+
+    as_text = pd.Series([str(u) for u in user_ids], dtype=object)
+    return (pd.util.hash_pandas_object(as_text, index=False).to_numpy()
+            % np.uint64(num_shards)).astype(np.int64)
+
+
+def shards(table: pa.Table, user_column: str, num_shards: int) -> list[pa.Table]:
+    """The users split by `shard_of`; empty shards left out."""
+    which = shard_of(table.column(user_column).to_pylist(), num_shards)
+    return [table.filter(pa.array(which == s)) for s in range(num_shards)
+            if (which == s).any()]

@@ -1,0 +1,11 @@
+"""Daily top-K recommendations per active user, run whenever a CTR model is published.
+
+Built by `retrain.orchestration.recommend_dag`: scheduled on the CTR model Asset, it
+scores users against the candidate pool in a Beam job (`beam_jobs.recommend_ctr`) in a
+child process, so TensorFlow and Beam never load into the scheduler.
+"""
+from retrain.orchestration.families import CTR
+from retrain.orchestration.recommend_dag import make_recommend_dag
+
+ctr_daily_recommendations = make_recommend_dag(CTR)
+ctr_daily_recommendations()

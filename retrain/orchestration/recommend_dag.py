@@ -1,0 +1,157 @@
+"""`ctr_daily_recommendations`: top-K items per active user from the published CTR model.
+
+Scheduled on the CTR model Asset: every publish (the push task's asset event carries the
+version and span) starts a run, which scores the users active in the last `active_days`
+days against the candidate pool with that version (`components.ctr.recommend`, a Beam
+job over user shards), writes `<home>/recommendations/ctr/dt=<span + 1>/` atomically and
+records its lineage (model version, raw days read) in its run folder. When the next
+day's clicks are delivered, `check_quality` measures the lists against them beside a
+popularity baseline (`components.ctr.recommend_eval`); until then it is skipped, saying so.
+A manual run without a version scores the registry's current one (after a rollback, say).
+
+Thin on purpose: airflow.sdk + stdlib at import; the steps run in child processes.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from airflow.sdk import Asset, Param, dag, task
+
+from retrain.orchestration.dag_defaults import DAILY, home as _home
+from retrain.orchestration.families import Family
+
+DAG_ID = "ctr_daily_recommendations"
+OUTPUT_ASSET = "ctr_recommendations"
+
+
+def recommend_params() -> dict[str, Param]:
+    return {
+        "model_version": Param(None, type=["null", "integer"], minimum=1,
+                               description="Registry version to score with. Empty: the "
+                                           "version the triggering publish named, else the "
+                                           "current one."),
+        "active_days": Param(7, type="integer", minimum=1, maximum=60,
+                             description="Users seen in these days (ending at the model's "
+                                         "span) get recommendations."),
+        "pool": Param("window", enum=["window", "top_per_category"],
+                      description="Candidates: items seen in those days, or the most "
+                                  "clicked items of each category."),
+        "pool_size": Param(0, type="integer", minimum=0,
+                           description="window: keep the M most shown items (0: all); "
+                                       "top_per_category: M per category."),
+        "k": Param(10, type="integer", minimum=1, maximum=1000,
+                   description="Items recommended per user."),
+        "num_shards": Param(8, type="integer", minimum=1, maximum=4096,
+                            description="User shards: the unit of parallel work."),
+        "beam_workers": Param(1, type="integer", minimum=1, maximum=64,
+                              description="Local Beam worker processes (DirectRunner)."),
+        "user_column": Param("user_id", type="string", minLength=1),
+        "item_column": Param("item_id", type="string", minLength=1),
+        "item_columns": Param(["category_id", "price", "item_age_days"], type="array",
+                              items={"type": "string"},
+                              description="Item-side model inputs besides the item id."),
+        "category_column": Param("category_id", type="string", minLength=1),
+        "context": Param({"position": 1}, type="object",
+                         description="Inputs every pair gets, e.g. the slot shown in."),
+    }
+
+
+def make_recommend_dag(family: Family):
+    model_asset = Asset(name=family.model_asset, uri=f"file:///retrain/registry/{family.name}")
+    output_asset = Asset(name=OUTPUT_ASSET, uri=f"file:///retrain/recommendations/{family.name}")
+
+    @dag(dag_id=DAG_ID, schedule=[model_asset], start_date=DAILY["start_date"],
+         catchup=False, max_active_runs=1, default_args=DAILY["default_args"],
+         tags=[family.name, "recommendations"], doc_md=__doc__, params=recommend_params())
+    def recommendations():
+        @task
+        def which_model(params=None, triggering_asset_events=None, dag_run=None) -> dict:
+            """The version to score with and its span: the param, the publish that
+            triggered the run, or the registry's current version."""
+            from airflow.sdk.exceptions import AirflowFailException
+
+            from retrain.common import paths
+            from retrain.common.registry import Registry
+
+            home = str(_home())
+            registry = Registry(Path(home) / "registry")
+            version = params.get("model_version")
+            if not version:
+                events = [e for evs in (triggering_asset_events or {}).values() for e in evs]
+                version = next((e.extra.get("version") for e in reversed(events)
+                                if (e.extra or {}).get("version")), None)
+            version = version or registry.current_version(family.name)
+            if not version:
+                raise AirflowFailException(f"model {family.name!r} has no published version "
+                                           f"in {Path(home) / 'registry'}: nothing to "
+                                           f"score with")
+            meta = registry.get(family.name, int(version))
+            return {"home": home, "version": int(version), "span": meta["data_span"],
+                    "model_dir": str(registry.model_path(family.name, int(version))),
+                    "fingerprint": meta.get("fingerprint") or str(version),
+                    "run_dir": str(paths.run_dir(Path(home), OUTPUT_ASSET, meta["data_span"],
+                                                 dag_run.run_id))}
+
+        @task(outlets=[output_asset])
+        def recommend(model: dict, params=None, outlet_events=None) -> dict:
+            """Score every active user against the pool; commit the dated partition."""
+            from airflow.sdk.exceptions import AirflowFailException
+
+            from retrain.common.errors import BadData
+            from retrain.common.paths import default_raw_root, partition
+            from retrain.orchestration.lineage import raw_span_refs, run_tracked
+
+            raw_root = str(default_raw_root(model["home"], family.name))
+            day = (dt.date.fromisoformat(model["span"]) + dt.timedelta(days=1)).isoformat()
+            spec = {"raw_root": raw_root, "span": model["span"],
+                    "output_dir": partition(Path(model["home"]) / "recommendations"
+                                            / family.name, day),
+                    "registry_root": str(Path(model["home"]) / "registry"),
+                    "model_name": family.name, "model_version": model["version"],
+                    **{k: params[k] for k in ("active_days", "pool", "pool_size", "k",
+                                              "num_shards", "user_column", "item_column",
+                                              "item_columns", "category_column", "context")},
+                    "beam_args": ([] if params["beam_workers"] <= 1 else
+                                  ["--direct_running_mode=multi_processing",
+                                   f"--direct_num_workers={params['beam_workers']}"])}
+            model_ref = {"name": f"{family.name}-v{model['version']}", "type": "published_model",
+                         "uri": model["model_dir"], "fingerprint": model["fingerprint"],
+                         "version": model["version"]}
+            try:
+                result = run_tracked(
+                    "recommend", "components.ctr.recommend", spec, home=model["home"],
+                    family=DAG_ID, run_dir=model["run_dir"],
+                    inputs=[model_ref, *raw_span_refs(raw_root, model["span"],
+                                                      params["active_days"])],
+                    uri_key="output_dir", artifact_type="recommendations",
+                    figures=("users", "pool_items", "pairs_scored", "model_version"),
+                    reuse=False)
+            except BadData as e:
+                raise AirflowFailException(str(e)) from None
+            outlet_events[output_asset].extra = {
+                "day": day, "model_version": model["version"], "users": result["users"],
+                "fingerprint": result["artifact"]["fingerprint"]}
+            return {"output_dir": result["output_dir"], "day": day, "raw_root": raw_root}
+
+        @task
+        def check_quality(model: dict, recs: dict) -> dict:
+            """Precision/recall@K against the clicks of the day the lists were for."""
+            from airflow.sdk.exceptions import AirflowSkipException
+
+            from retrain.common.paths import partition
+            from retrain.orchestration.launch import run_step
+
+            truth = Path(partition(recs["raw_root"], recs["day"]))
+            if not (truth / "_SUCCESS").is_file():
+                raise AirflowSkipException(f"{recs['day']} is not delivered yet ({truth}/"
+                                           f"_SUCCESS): quality is measured once it is")
+            return run_step("components.ctr.recommend_eval", {
+                "recommendations_dir": recs["output_dir"], "raw_root": recs["raw_root"],
+                "day": recs["day"], "out_file": str(Path(model["run_dir"]) / "quality.json")})
+
+        model = which_model()
+        check_quality(model, recommend(model))
+
+    recommendations.__name__ = DAG_ID
+    return recommendations
