@@ -44,6 +44,9 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--k", type=int, default=10, help="items kept per user")
     p.add_argument("--batch-pairs", type=int, default=16384,
                    help="user x item pairs per model call")
+    p.add_argument("--tf-threads", type=int, default=0,
+                   help="TensorFlow threads per worker (0: TensorFlow's default, every "
+                        "core); 1 with one worker per core")
     p.add_argument("--layout", required=True,
                    help="JSON: user_column, item_column, item_columns, context")
     return p.parse_known_args(argv)
@@ -62,6 +65,13 @@ class ScoreShard(beam.DoFn):
         from components.ctr.recommend_scoring import PairLayout, PairScorer
 
         a = self._args
+        if a["tf_threads"]:
+            import tensorflow as tf
+            try:
+                tf.config.threading.set_intra_op_parallelism_threads(a["tf_threads"])
+                tf.config.threading.set_inter_op_parallelism_threads(a["tf_threads"])
+            except RuntimeError:   # TensorFlow already running in this process
+                log.info("TensorFlow is already initialised here: --tf-threads not applied")
         layout = PairLayout.from_dict(json.loads(a["layout"]))
         items = pq.read_table(str(Path(a["inputs_dir"]) / ITEMS_FILE))
         self._scorer = PairScorer(a["model_dir"], items, layout, a["k"], a["batch_pairs"],

@@ -20,6 +20,7 @@ COMMANDS = [
     "retrain.orchestration.stack",
     "retrain.plan",
     "retrain.config_suggest",
+    "components.ctr.recommend_cli",
 ]
 
 

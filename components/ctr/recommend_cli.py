@@ -1,0 +1,89 @@
+"""`retrain recommend`: the daily recommendations job from a shell, outside Airflow.
+
+Same step as the DAG's task (`components.ctr.recommend.run`), so a user can try it on
+their own logs and model before scheduling it, and `--truth-day` measures the result the
+way the DAG's quality task does.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser(
+        "recommend", help="top-K items per active user from a CTR model (a Beam job)",
+        description="Score every user seen in the last --active-days days ending at --span "
+                    "against the candidate pool with the published CTR model (or "
+                    "--model-dir), keep the K best per user and write the partition "
+                    "--out atomically: part-*.parquet (user, rank, item, score, "
+                    "model_version), inputs/ (the users and items scored), summary.json.")
+    p.add_argument("--raw-root", required=True, help="click logs: dt=YYYY-MM-DD/ partitions")
+    p.add_argument("--span", required=True, help="newest day of activity read (YYYY-MM-DD)")
+    p.add_argument("--out", required=True, help="the partition folder to write")
+    p.add_argument("--registry-root", default=None,
+                   help="model registry (default: <RETRAIN_HOME>/registry)")
+    p.add_argument("--model-version", type=int, default=None,
+                   help="registry version (default: the published one)")
+    p.add_argument("--model-dir", default=None, help="an exported model instead")
+    p.add_argument("--active-days", type=int, default=7, help="default 7")
+    p.add_argument("--pool", choices=["window", "top_per_category"], default="window",
+                   help="items seen in those days (default), or the most clicked per category")
+    p.add_argument("--pool-size", type=int, default=0,
+                   help="window: the M most shown (0: all); top_per_category: M per category")
+    p.add_argument("--k", type=int, default=10, help="items per user (default 10)")
+    p.add_argument("--num-shards", type=int, default=8, help="user shards (default 8)")
+    p.add_argument("--workers", type=int, default=1, help="local Beam worker processes")
+    p.add_argument("--user-column", default="user_id")
+    p.add_argument("--item-column", default="item_id")
+    p.add_argument("--item-columns", default="category_id,price,item_age_days",
+                   help="item-side model inputs besides the item id, comma-separated")
+    p.add_argument("--category-column", default="category_id")
+    p.add_argument("--context", default='{"position": 1}',
+                   help='inputs every pair gets, JSON (default {"position": 1})')
+    p.add_argument("--truth-day", default=None,
+                   help="also measure precision/recall@K against this later day's clicks")
+    p.set_defaults(func=_cmd)
+
+
+def _cmd(args) -> int:
+    from pathlib import Path
+
+    from components.ctr.recommend import RecommendSpec, run
+    from retrain.common.errors import BadData
+    from retrain.common.paths import artifact_root
+
+    try:
+        context = json.loads(args.context)
+    except ValueError:
+        raise ValueError("--context must be a JSON object, e.g. '{\"position\": 1}'") from None
+    spec = RecommendSpec(
+        raw_root=args.raw_root, span=args.span, output_dir=args.out,
+        registry_root=args.registry_root or (None if args.model_dir
+                                             else str(artifact_root() / "registry")),
+        model_version=args.model_version, model_dir=args.model_dir,
+        active_days=args.active_days, pool=args.pool, pool_size=args.pool_size, k=args.k,
+        user_column=args.user_column, item_column=args.item_column,
+        item_columns=[c for c in args.item_columns.split(",") if c],
+        category_column=args.category_column, context=context, num_shards=args.num_shards,
+        beam_args=[] if args.workers <= 1 else ["--direct_running_mode=multi_processing",
+                                                f"--direct_num_workers={args.workers}"])
+    try:
+        summary = run(spec)
+        print(f"{summary['users']} users x {summary['pool_items']} items: "
+              f"{summary['pairs_scored']} pairs in {summary['seconds']} s -> {args.out}")
+        if args.truth_day:
+            from components.ctr.recommend_eval import EvaluateSpec, evaluate
+            out_file = str(Path(args.out).with_name(Path(args.out).name + ".quality.json"))
+            q = evaluate(EvaluateSpec(recommendations_dir=args.out, raw_root=args.raw_root,
+                                      day=args.truth_day, out_file=out_file))
+            for way in ("held_out_impressions", "pool"):
+                m, b = q[way]["model"], q[way]["popularity"]
+                print(f"{way}: precision@{q['k']} model {m['precision_at_k']} vs popularity "
+                      f"{b['precision_at_k']}; recall@{q['k']} model {m['recall_at_k']} vs "
+                      f"popularity {b['recall_at_k']} ({q[way]['users_evaluated']} users)")
+            print(f"quality: {out_file}")
+    except BadData as e:
+        print(f"retrain recommend: error: {e}", file=sys.stderr)
+        return 2
+    return 0
