@@ -50,6 +50,7 @@ class RecommendSpec:
         default_factory=lambda: ["category_id", "price", "item_age_days"])
     category_column: str = "category_id"
     context: dict = dataclasses.field(default_factory=lambda: {"position": 1})
+    exclude_seen: bool = False     # never recommend an item the user was shown in the window
     num_shards: int = 8            # user shards: the job's unit of parallel work
     batch_pairs: int = 16384
     beam_args: list[str] = dataclasses.field(default_factory=list)
@@ -102,7 +103,8 @@ def run(spec: RecommendSpec) -> dict:
     layout = _layout(spec, inputs, cfg.name)
     rows, days = I.read_window(spec.raw_root, spec.span, spec.active_days, cfg)
     user_side = [c for c in layout.user_columns(inputs) if c != spec.user_column]
-    users = I.users(rows, spec.user_column, user_side)
+    users = I.users(rows, spec.user_column, user_side,
+                    spec.item_column if spec.exclude_seen else None)
     pool = I.items(rows, cfg.label, spec.item_column, list(spec.item_columns), spec.pool,
                    spec.pool_size, spec.category_column)
     log.info("scoring %d users active in %s..%s against %d candidate items (pool %s)",
@@ -120,14 +122,16 @@ def run(spec: RecommendSpec) -> dict:
             *(["--model-version", str(version)] if version is not None else []),
             *spec.beam_args])
         recs = pq.read_table(sorted(str(p) for p in Path(tmp).glob("part-*.parquet")))
-        checked = check_output(recs, [str(u) for u in users.column(spec.user_column)
-                                      .to_pylist()],
-                               [str(i) for i in pool.column(spec.item_column).to_pylist()],
-                               spec.k)
+        ids = [str(u) for u in users.column(spec.user_column).to_pylist()]
+        seen = (dict(zip(ids, users.column(I.SEEN).to_pylist())) if spec.exclude_seen
+                else None)
+        checked = check_output(recs, ids, [str(i) for i in pool.column(spec.item_column)
+                                           .to_pylist()], spec.k, seen)
         seconds = time.time() - started
         summary = {"span": spec.span, "days_read": days, "model_name": spec.model_name,
                    "model_version": version, "model_dir": model_dir, "pool": spec.pool,
-                   "pool_items": pool.num_rows, "k": spec.k, **checked, **job,
+                   "pool_items": pool.num_rows, "k": spec.k,
+                   "exclude_seen": spec.exclude_seen, **checked, **job,
                    "pairs_per_second": round(job["pairs_scored"] / max(job["beam_seconds"],
                                                                       1e-9), 1),
                    "seconds": round(seconds, 2), "layout": dataclasses.asdict(layout)}

@@ -41,6 +41,9 @@ def add_cli(subparsers) -> None:
     p.add_argument("--category-column", default="category_id")
     p.add_argument("--context", default='{"position": 1}',
                    help='inputs every pair gets, JSON (default {"position": 1})')
+    p.add_argument("--exclude-seen", action="store_true",
+                   help="never recommend an item the user was shown in those days (a "
+                        "rating log: each item is rated once)")
     p.add_argument("--truth-day", default=None,
                    help="also measure precision/recall@K against this later day's clicks")
     p.set_defaults(func=_cmd)
@@ -65,7 +68,8 @@ def _cmd(args) -> int:
         active_days=args.active_days, pool=args.pool, pool_size=args.pool_size, k=args.k,
         user_column=args.user_column, item_column=args.item_column,
         item_columns=[c for c in args.item_columns.split(",") if c],
-        category_column=args.category_column, context=context, num_shards=args.num_shards,
+        category_column=args.category_column, context=context,
+        exclude_seen=args.exclude_seen, num_shards=args.num_shards,
         beam_args=[] if args.workers <= 1 else ["--direct_running_mode=multi_processing",
                                                 f"--direct_num_workers={args.workers}"])
     try:

@@ -11,6 +11,8 @@ differently at scoring time.
   `pool_size` when it is > 0) or `top_per_category` (the `pool_size` most clicked items of
   each category), with their latest item-side columns and their window's clicks and
   impressions (the popularity baseline of the quality check reads them);
+- with `exclude_seen`, each user also carries the items they were shown in the window
+  (`SEEN`), which their list leaves out (a rating log, where each item is rated once);
 - users are split into shards by a stable hash of the user id (pandas' fixed-key row
   hash), so a rerun puts every user in the same shard.
 """
@@ -28,7 +30,7 @@ from retrain.common.paths import partition
 log = logging.getLogger("retrain.recommend")
 
 POOLS = ("window", "top_per_category")
-CLICKS, IMPRESSIONS = "_clicks", "_impressions"
+CLICKS, IMPRESSIONS, SEEN = "_clicks", "_impressions", "_seen"
 
 
 def window_days(span: str, days: int) -> list[str]:
@@ -60,9 +62,16 @@ def _latest(frame, key: str, columns: list[str]):
     return frame.drop_duplicates(subset=[key], keep="last")[[key, *columns]]
 
 
-def users(rows: pa.Table, user_column: str, user_side: list[str]) -> pa.Table:
+def users(rows: pa.Table, user_column: str, user_side: list[str],
+          seen_column: str | None = None) -> pa.Table:
+    """One row per user: the latest user-side values; with `seen_column` (the item id)
+    also the distinct items of their window rows, as SEEN."""
     frame = rows.select([user_column, *user_side]).to_pandas()
     latest = _latest(frame, user_column, user_side).sort_values(user_column)
+    if seen_column:
+        shown = rows.select([user_column, seen_column]).to_pandas().astype(str)
+        seen = shown.groupby(user_column)[seen_column].agg(lambda s: sorted(set(s)))
+        latest[SEEN] = latest[user_column].astype(str).map(seen)
     return pa.Table.from_pandas(latest, preserve_index=False)
 
 
@@ -81,6 +90,11 @@ def items(rows: pa.Table, label: str, item_column: str, item_side: list[str], po
         if category_column not in table.columns:
             raise ValueError(f"pool top_per_category needs the category column "
                              f"{category_column!r} among the item columns {item_side}")
+        kind = rows.schema.field(category_column).type
+        if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            raise ValueError(f"category column {category_column!r} holds lists; pool "
+                             f"top_per_category needs one category per item (or use pool "
+                             f"window with pool_size)")
         table = (table.sort_values([CLICKS, IMPRESSIONS, item_column],
                                    ascending=[False, False, True])
                  .groupby(category_column, sort=False).head(max(pool_size, 1)))

@@ -1,8 +1,9 @@
 """Is a recommendations partition well-formed, and is it any good?
 
 `check_output` is the contract readers rely on (raised before the partition is
-committed): every scored user has exactly min(K, pool) rows ranked 1..n, no item twice
-for a user, every item from the pool, every score in [0, 1].
+committed): every scored user has exactly min(K, pool) rows ranked 1..n (fewer only for
+the pool items they have seen, with exclude_seen, and never one of those), no item
+twice for a user, every item from the pool, every score in [0, 1].
 
 `quality` measures the lists against the next day's clicks, rows no model was trained
 on: precision@K and recall@K over the users who clicked something that day, beside a
@@ -23,18 +24,27 @@ class RecommendationsInvalid(BadData, ValueError):
     """The job's output breaks the partition's contract; nothing is committed."""
 
 
-def check_output(recs: pa.Table, users: list[str], pool: list[str], k: int) -> dict:
-    """Raise RecommendationsInvalid naming every broken rule; return the figures."""
-    want = min(k, len(pool))
+def check_output(recs: pa.Table, users: list[str], pool: list[str], k: int,
+                 seen: dict[str, list[str]] | None = None) -> dict:
+    """Raise RecommendationsInvalid naming every broken rule; return the figures.
+    `seen`: items each user must not get back (exclude_seen); they shorten the lists of
+    users who saw nearly the whole pool."""
+    seen = seen or {}
+    pool_set = set(pool)
+    want = {u: min(k, len(pool_set - set(seen.get(u) or ()))) for u in users}
     frame = recs.select(["user", "rank", "item", "score"]).to_pandas()
     problems = []
     per_user = frame.groupby("user").size()
-    missing = sorted(set(users) - set(per_user.index))
+    missing = sorted(u for u in set(users) - set(per_user.index) if want[u])
     if missing:
         problems.append(f"{len(missing)} of {len(users)} users have no rows")
-    wrong = per_user[per_user != want]
-    if len(wrong):
-        problems.append(f"{len(wrong)} users have a row count other than {want}")
+    wrong = [u for u, n in per_user.items() if n != want.get(u, k)]
+    if wrong:
+        problems.append(f"{len(wrong)} users have a row count other than min(K={k}, the "
+                        f"pool items they have not seen)")
+    again = [u for u, i in zip(frame["user"], frame["item"]) if i in set(seen.get(u) or ())]
+    if again:
+        problems.append(f"{len(again)} rows give a user an item they have already seen")
     if frame.duplicated(["user", "item"]).any():
         problems.append(f"{int(frame.duplicated(['user', 'item']).sum())} repeated "
                         f"(user, item) pairs")
@@ -42,7 +52,7 @@ def check_output(recs: pa.Table, users: list[str], pool: list[str], k: int) -> d
         lambda r: sorted(r.tolist()) == list(range(1, len(r) + 1)))
     if not ranks_ok.all():
         problems.append(f"{int((~ranks_ok).sum())} users' ranks are not 1..n")
-    outside = ~frame["item"].isin(set(pool))
+    outside = ~frame["item"].isin(pool_set)
     if outside.any():
         problems.append(f"{int(outside.sum())} rows name an item outside the pool")
     scores = frame["score"].to_numpy()
@@ -51,7 +61,8 @@ def check_output(recs: pa.Table, users: list[str], pool: list[str], k: int) -> d
         problems.append(f"{int(bad.sum())} scores outside [0, 1] or not finite")
     if problems:
         raise RecommendationsInvalid("recommendations rejected: " + "; ".join(problems))
-    return {"users": int(per_user.size), "rows": int(len(frame)), "k_per_user": want,
+    return {"users": int(per_user.size), "rows": int(len(frame)),
+            "k_per_user": max(want.values(), default=0),
             "score_min": float(scores.min()) if len(scores) else None,
             "score_max": float(scores.max()) if len(scores) else None}
 

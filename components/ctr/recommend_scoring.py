@@ -6,7 +6,8 @@ that the benchmark compares parallelism, not two implementations.
 
 A user x item pair becomes one raw row of the model's serving signature: the user's
 columns (their latest values in the window), the item's columns, and the fixed context
-columns (for instance `position: 1`, the top slot the recommendation would take). Pairs
+columns (for instance `position: 1`, the top slot the recommendation would take).
+A user row with a SEEN list (`exclude_seen`) never gets those items back. Pairs
 go to the SavedModel in batches of about `batch_pairs` rows; the model is loaded once per
 scorer (once per Beam worker, in `DoFn.setup`).
 """
@@ -17,6 +18,8 @@ from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
+
+from components.ctr.recommend_inputs import SEEN
 
 OUTPUT_SCHEMA = pa.schema([("user", pa.string()), ("rank", pa.int32()), ("item", pa.string()),
                            ("score", pa.float64()), ("model_version", pa.int64())])
@@ -69,6 +72,7 @@ class PairScorer:
             items, self._cfg, [c for c in (layout.item_column, *layout.item_columns)
                                if c in self._inputs])
         self._users_per_call = max(1, batch_pairs // max(1, len(self._item_ids)))
+        self._all = np.arange(len(self._item_ids))
         self.pairs_scored = 0
 
     @property
@@ -112,10 +116,23 @@ class PairScorer:
     def top_k(self, users: pa.Table) -> Iterator[dict]:
         """Output rows (user, rank 1..K, item, score, model_version) of every user."""
         k = min(self._k, len(self._item_ids))
+        seen = (users.column(SEEN).to_pylist() if SEEN in users.column_names
+                 else [None] * users.num_rows)
+        done = 0
         for ids, scores in self.score_blocks(users):
-            best = np.argpartition(-scores, k - 1, axis=1)[:, :k]
             for row, user in enumerate(ids):
-                chosen = best[row][np.argsort(-scores[row, best[row]], kind="stable")]
-                for rank, j in enumerate(chosen, start=1):
+                left = self._unseen(seen[done + row])
+                cand = scores[row, left]
+                part = (np.argpartition(-cand, k - 1)[:k] if len(left) > k
+                        else np.arange(len(left)))
+                order = left[part[np.argsort(-cand[part], kind="stable")]]
+                for rank, j in enumerate(order, start=1):
                     yield {"user": str(user), "rank": rank, "item": str(self._item_ids[j]),
                            "score": float(scores[row, j]), "model_version": self._version}
+            done += len(ids)
+
+    def _unseen(self, seen: list | None) -> np.ndarray:
+        """Indices of the pool items not in `seen` (all of them when None)."""
+        if not seen:
+            return self._all
+        return np.flatnonzero(~np.isin(self._item_ids, np.asarray(seen, dtype=object)))

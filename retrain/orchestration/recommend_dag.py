@@ -40,6 +40,9 @@ def recommend_params() -> dict[str, Param]:
         "pool_size": Param(0, type="integer", minimum=0,
                            description="window: keep the M most shown items (0: all); "
                                        "top_per_category: M per category."),
+        "exclude_seen": Param(False, type="boolean",
+                              description="Never recommend an item the user was shown in "
+                                          "those days."),
         "k": Param(10, type="integer", minimum=1, maximum=1000,
                    description="Items recommended per user."),
         "num_shards": Param(8, type="integer", minimum=1, maximum=4096,
@@ -87,7 +90,12 @@ def make_recommend_dag(family: Family):
                                            f"in {Path(home) / 'registry'}: nothing to "
                                            f"score with")
             meta = registry.get(family.name, int(version))
-            return {"home": home, "version": int(version), "span": meta["data_span"],
+            # The logs the model was trained on (a run's raw_root param may name the user's
+            # own folder); versions published before that was recorded: the default one.
+            span_dir = (meta.get("inputs") or {}).get("raw_span")
+            raw_root = (str(Path(span_dir).parent) if span_dir and "://" not in span_dir
+                        else str(paths.default_raw_root(home, family.name)))
+            return {"home": home, "raw_root": raw_root, "version": int(version), "span": meta["data_span"],
                     "model_dir": str(registry.model_path(family.name, int(version))),
                     "fingerprint": meta.get("fingerprint") or str(version),
                     "run_dir": str(paths.run_dir(Path(home), OUTPUT_ASSET, meta["data_span"],
@@ -99,10 +107,10 @@ def make_recommend_dag(family: Family):
             from airflow.sdk.exceptions import AirflowFailException
 
             from retrain.common.errors import BadData
-            from retrain.common.paths import default_raw_root, partition
+            from retrain.common.paths import partition
             from retrain.orchestration.lineage import raw_span_refs, run_tracked
 
-            raw_root = str(default_raw_root(model["home"], family.name))
+            raw_root = model["raw_root"]
             day = (dt.date.fromisoformat(model["span"]) + dt.timedelta(days=1)).isoformat()
             spec = {"raw_root": raw_root, "span": model["span"],
                     "output_dir": partition(Path(model["home"]) / "recommendations"
@@ -111,7 +119,8 @@ def make_recommend_dag(family: Family):
                     "model_name": family.name, "model_version": model["version"],
                     **{k: params[k] for k in ("active_days", "pool", "pool_size", "k",
                                               "num_shards", "user_column", "item_column",
-                                              "item_columns", "category_column", "context")},
+                                              "item_columns", "category_column", "context",
+                                              "exclude_seen")},
                     "beam_args": ([] if params["beam_workers"] <= 1 else
                                   ["--direct_running_mode=multi_processing",
                                    f"--direct_num_workers={params['beam_workers']}"])}

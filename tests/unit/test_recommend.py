@@ -70,7 +70,7 @@ def test_a_good_partition_passes_and_each_broken_rule_is_named():
     with pytest.raises(RecommendationsInvalid) as e:
         check_output(bad, ["u1", "u2", "u3"], ["a", "b", "c"], 2)
     message = str(e.value)
-    for rule in ("1 of 3 users have no rows", "row count other than 2", "repeated (user, item)",
+    for rule in ("1 of 3 users have no rows", "row count other than min(K=2", "repeated (user, item)",
                  "outside the pool", "outside [0, 1]"):
         assert rule in message, message
 
@@ -92,3 +92,21 @@ def test_quality_counts_hits_at_k_for_the_model_and_for_popularity():
     # u2 was shown a, b, c: the model ranks b first (not clicked), popularity a (clicked).
     assert held["model"]["hits"] == 1 and held["popularity"]["hits"] == 1
     assert q["beats_popularity"] is False
+
+
+def test_a_list_valued_category_is_refused_in_one_line():
+    rows = ROWS.append_column("genres", pa.array([["x"], ["y"], ["y", "x"], ["x"], [], ["x"]]))
+    with pytest.raises(ValueError, match="'genres' holds lists"):
+        I.items(rows, "click", "item_id", ["genres"], "top_per_category", 2, "genres")
+
+
+def test_seen_items_are_listed_per_user_and_never_come_back():
+    users = I.users(ROWS, "user_id", ["device"], "item_id").to_pylist()
+    assert {u["user_id"]: u[I.SEEN] for u in users} == {"u1": ["a", "b"], "u2": ["a", "b"],
+                                                       "u3": ["c"]}
+    seen = {"u1": ["a", "b"], "u2": ["a", "b", "c"]}
+    # u1 has one unseen item left (c), u2 none: shorter lists, not a broken partition.
+    assert check_output(recs([("u1", 1, "c", 0.4)]), ["u1", "u2"], ["a", "b", "c"], 2,
+                        seen)["rows"] == 1
+    with pytest.raises(RecommendationsInvalid, match="already seen"):
+        check_output(recs([("u1", 1, "a", 0.4)]), ["u1", "u2"], ["a", "b", "c"], 1, seen)
