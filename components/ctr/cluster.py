@@ -18,6 +18,18 @@ of a TensorFlow process's RSS are shared library pages every process on the host
 RLIMIT_AS cannot be used: TensorFlow reserves far more virtual address space than it
 touches. Peak total RSS (VmHWM) and peak private memory per process are reported.
 
+Roles can be placed on other hosts (`hosts`): network namespaces joined by a bridge
+(retrain.common.netns), each role there started through `ip netns exec` (which execs, so
+the role keeps its pid and process group and teardown reaches it) and serving on its
+host's address; TF_CONFIG names every task's address. The chief stays here and serves on
+`host`, which must then be an address the namespaces reach (the bridge's). A parameter
+server behind a cut link does not die, its RPCs just stall: with
+`ps_unreachable_timeout_s` the launcher dials each ps's port every second and fails the
+run (ClusterFailed; a retry resumes from the last checkpoint) once one stayed unreachable
+that long after it had answered (one that never answered fails after
+`startup_timeout_s`). A worker behind a cut link is the coordinator's business: it reschedules.
+`routes` makes every other process dial a task at another address (a proxy in between).
+
     python -m components.ctr.cluster --spec '{"train": {"preprocess_dir": "...",
         "out_dir": "..."}, "num_ps": 2, "num_workers": 2}'
 
@@ -26,6 +38,7 @@ Stdlib only: DAG files import the spec; TensorFlow loads only in the children.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -37,6 +50,7 @@ import threading
 import time
 from pathlib import Path
 
+from retrain.common.netns import exec_prefix, in_netns
 from retrain.common.paths import output_dir_of
 from retrain.common.processes import die_with_parent, scratch_dir
 from retrain.common.step import main
@@ -48,6 +62,13 @@ TRAINER_MODULE = "components.ctr.ps_train"
 
 class ClusterFailed(RuntimeError):
     pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Host:
+    """Where a placed task runs: a network namespace and the address it serves on there."""
+    netns: str
+    address: str
 
 
 @dataclasses.dataclass
@@ -65,6 +86,37 @@ class ClusterSpec:
     status_file: str | None = None  # JSON with pids/ports of every role, for tests and ops
     startup_timeout_s: float = 300.0
     ps_failure_grace_s: float = 60.0  # time the coordinator gets to report a dead ps itself
+    # Placement: role ("ps", "worker") or task ("ps/1") -> {"netns": ..., "address": ...};
+    # a task key wins over its role's. Unplaced tasks and the chief run here on `host`.
+    hosts: dict[str, dict] = dataclasses.field(default_factory=dict)
+    # Task -> "ip:port" the other processes dial instead of its own (a proxy in between).
+    routes: dict[str, str] = dataclasses.field(default_factory=dict)
+    ps_unreachable_timeout_s: float = 0.0  # 0: off; see the module docstring
+
+
+def placement(spec: ClusterSpec) -> dict[str, Host]:
+    """Task name ("ps/0") -> its Host, for the placed tasks; a wrong key names itself."""
+    tasks = [f"ps/{i}" for i in range(spec.num_ps)] + \
+        [f"worker/{i}" for i in range(spec.num_workers)]
+    out = {}
+    for key, value in spec.hosts.items():
+        if key not in ("ps", "worker") and key not in tasks:
+            raise ValueError(f"ClusterSpec.hosts: {key!r} is not a role (ps, worker) or a "
+                             f"task of this cluster (the chief runs where the launcher runs)")
+        if not isinstance(value, dict) or set(value) != {"netns", "address"}:
+            raise ValueError(f"ClusterSpec.hosts[{key!r}] needs exactly the keys netns and "
+                             f"address")
+    for task in tasks:
+        value = spec.hosts.get(task) or spec.hosts.get(task.split("/")[0])
+        if value:
+            out[task] = Host(**value)
+    if out and spec.host.startswith("127."):
+        raise ValueError("ClusterSpec.host is a loopback address, which the namespace "
+                         "hosts cannot reach: set it to the bridge's address")
+    unknown = sorted(set(spec.routes) - set(tasks))
+    if unknown:
+        raise ValueError(f"ClusterSpec.routes: {unknown} are not tasks of this cluster")
+    return out
 
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
@@ -82,15 +134,29 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
             s.close()
 
 
-def cluster_def(num_ps: int, num_workers: int, host: str = "127.0.0.1") -> dict:
-    ports = free_ports(1 + num_ps + num_workers, host)
-    return {"chief": [f"{host}:{ports[0]}"],
-            "ps": [f"{host}:{p}" for p in ports[1:1 + num_ps]],
-            "worker": [f"{host}:{p}" for p in ports[1 + num_ps:]]}
+def cluster_def(num_ps: int, num_workers: int, host: str = "127.0.0.1",
+                placed: dict[str, Host] | None = None) -> dict:
+    """Every task's address; a placed task's port is free in its own namespace."""
+    tasks = ["chief/0"] + [f"ps/{i}" for i in range(num_ps)] + \
+        [f"worker/{i}" for i in range(num_workers)]
+    groups: dict[tuple[str | None, str], list[str]] = {}
+    for task in tasks:
+        where = (placed or {}).get(task)
+        groups.setdefault((where.netns, where.address) if where else (None, host),
+                          []).append(task)
+    address = {}
+    for (netns, addr), names in groups.items():
+        ports = in_netns(netns, functools.partial(free_ports, len(names), addr))
+        address.update({name: f"{addr}:{port}" for name, port in zip(names, ports)})
+    return {role: [address[f"{role}/{i}"] for i in range(n)]
+            for role, n in (("chief", 1), ("ps", num_ps), ("worker", num_workers))}
 
 
-def tf_config(cluster: dict, role: str, index: int) -> str:
-    return json.dumps({"cluster": cluster, "task": {"type": role, "index": index}})
+def tf_config(cluster: dict, role: str, index: int, routes: dict[str, str] | None = None) -> str:
+    """TF_CONFIG of one task: the others at their routed address, itself at its own."""
+    view = {r: [(routes or {}).get(f"{r}/{i}", a) if (r, i) != (role, index) else a
+                for i, a in enumerate(addrs)] for r, addrs in cluster.items()}
+    return json.dumps({"cluster": view, "task": {"type": role, "index": index}})
 
 
 _die_with_parent = die_with_parent(signal.SIGKILL)
@@ -113,6 +179,44 @@ def _rss_kb(pid: int) -> tuple[int, int]:
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         pass
     return anon, peak
+
+
+def _reachable(address: str, timeout: float = 1.0) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+class _PsProbe:
+    """Dials every parameter server's port once a second; `lost()` names the first one
+    unreachable for `timeout_s` since it last answered (a cut link: the process lives, its
+    RPCs just stall). One that never answered yet is starting: it gets `startup_s`."""
+
+    def __init__(self, cluster: dict, timeout_s: float, startup_s: float):
+        self.addresses = {f"ps/{i}": a for i, a in enumerate(cluster["ps"])}
+        self.timeout_s, self.startup_s = timeout_s, max(startup_s, timeout_s)
+        self.last_seen: dict[str, float] = {}
+        self.started = time.time()
+        self.next_probe = 0.0
+
+    def lost(self) -> str | None:
+        now = time.time()
+        if not self.timeout_s or now < self.next_probe:
+            return None
+        self.next_probe = now + 1.0
+        for name, address in self.addresses.items():
+            if _reachable(address):
+                self.last_seen[name] = time.time()
+            elif name in self.last_seen and now - self.last_seen[name] >= self.timeout_s:
+                return (f"parameter server {name} unreachable at {address} for "
+                        f"{self.timeout_s:g} s")
+            elif name not in self.last_seen and now - self.started >= self.startup_s:
+                return (f"parameter server {name} never reachable at {address} in "
+                        f"{self.startup_s:g} s")
+        return None
 
 
 class _Proc:
@@ -179,7 +283,8 @@ def run(spec: ClusterSpec, sink=None) -> dict:
 
 
 def _run_cluster(spec: ClusterSpec, train: dict, sink, tmp: Path) -> dict:
-    cluster = cluster_def(spec.num_ps, spec.num_workers, spec.host)
+    placed = placement(spec)
+    cluster = cluster_def(spec.num_ps, spec.num_workers, spec.host, placed)
     base_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
                 "PYTHONUNBUFFERED": "1"}
     base_env.pop("TF_CONFIG", None)
@@ -190,14 +295,18 @@ def _run_cluster(spec: ClusterSpec, train: dict, sink, tmp: Path) -> dict:
     servers: list[_Proc] = []
     for role, n in (("ps", spec.num_ps), ("worker", spec.num_workers)):
         for i in range(n):
-            env = {**base_env, "TF_CONFIG": tf_config(cluster, role, i)}
+            env = {**base_env, "TF_CONFIG": tf_config(cluster, role, i, spec.routes)}
             if role == "ps":
                 env["CUDA_VISIBLE_DEVICES"] = ""   # parameter servers never need a GPU
-            servers.append(_Proc(f"{role}/{i}", [py, "-m", TRAINER_MODULE, "--serve"], env, sink))
+            where = placed.get(f"{role}/{i}")
+            servers.append(_Proc(f"{role}/{i}", [*exec_prefix(where and where.netns), py, "-m",
+                                                 TRAINER_MODULE, "--serve"], env, sink))
     chief = _Proc("chief", [py, "-m", TRAINER_MODULE, "--spec", f"@{spec_file}",
                             "--result-file", str(result_file)],
-                  {**base_env, "TF_CONFIG": tf_config(cluster, "chief", 0)}, sink)
+                  {**base_env, "TF_CONFIG": tf_config(cluster, "chief", 0, spec.routes)}, sink)
     procs = servers + [chief]
+    probe = _PsProbe(cluster, spec.ps_unreachable_timeout_s, spec.startup_timeout_s)
+    hosts = {name: h.netns for name, h in placed.items()}
 
     # Turn SIGTERM (Airflow killing the task) into an exception so `finally` tears down.
     old_handler = None
@@ -210,7 +319,7 @@ def _run_cluster(spec: ClusterSpec, train: dict, sink, tmp: Path) -> dict:
     try:
         for p in procs:
             p.start()
-        _write_status(spec.status_file, cluster, procs)
+        _write_status(spec.status_file, cluster, procs, hosts, spec.routes)
         dead_ps_since = None
         while True:
             chief.sample()
@@ -238,13 +347,18 @@ def _run_cluster(spec: ClusterSpec, train: dict, sink, tmp: Path) -> dict:
                     sink(f"[launcher] WARNING {p.name} exited with {rc}; restarting it "
                          f"(restart {p.restarts})")
                     p.start()
-                    _write_status(spec.status_file, cluster, procs)
+                    _write_status(spec.status_file, cluster, procs, hosts, spec.routes)
                 else:
                     failure = failure or f"parameter server {p.name} died (exit {rc})"
                     if dead_ps_since is None:
                         dead_ps_since = time.time()
                         sink(f"[launcher] ERROR {failure}; waiting for the coordinator to fail")
             if failure and ("memory" in failure or "more than" in failure):
+                break
+            lost = probe.lost()
+            if lost:
+                failure = failure or lost
+                sink(f"[launcher] ERROR {lost}: failing the run")
                 break
             if dead_ps_since and time.time() - dead_ps_since > spec.ps_failure_grace_s:
                 break
@@ -278,12 +392,15 @@ def _run_cluster(spec: ClusterSpec, train: dict, sink, tmp: Path) -> dict:
     return result
 
 
-def _write_status(path, cluster, procs) -> None:
+def _write_status(path, cluster, procs, hosts=None, routes=None) -> None:
     if not path:
         return
     from retrain.common.atomic import write_json
-    write_json(path, {"cluster": cluster, "pids": {p.name: p.popen.pid for p in procs if p.popen},
-                      "restarts": {p.name: p.restarts for p in procs}})
+    status = {"cluster": cluster, "pids": {p.name: p.popen.pid for p in procs if p.popen},
+              "restarts": {p.name: p.restarts for p in procs}}
+    if hosts or routes:
+        status.update({"netns": hosts or {}, "routes": routes or {}})
+    write_json(path, status)
 
 
 def _teardown(procs: list[_Proc], grace: float = 5.0) -> None:

@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from retrain.common.atomic import pid_alive
+from retrain.common.netns import Network, NetworkError, exec_prefix
 from retrain.common.settings import settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,13 +69,18 @@ class StackSpec:
 
     @property
     def host_ip(self) -> str:
-        return f"{self.subnet}.1"
+        return self.network().gateway
+
+    def network(self) -> Network:
+        """The bridge and one namespace host per Celery worker ("w1", "w2", ...)."""
+        return Network(self.prefix, self.subnet,
+                       tuple(f"w{i}" for i in range(1, self.workers + 1)))
 
     def worker_ip(self, i: int) -> str:
-        return f"{self.subnet}.{10 + i}"
+        return self.network().host(f"w{i}").address
 
     def netns(self, i: int) -> str:
-        return f"{self.prefix}-w{i}"
+        return self.network().host(f"w{i}").netns
 
     @property
     def base_url(self) -> str:
@@ -210,32 +216,16 @@ class Stack:
 
     # -- network: a bridge on this host, one namespace + veth per worker
     def _network_up(self) -> None:
-        s = self.spec
         if os.geteuid() != 0:
             raise StackError("the stack puts each Celery worker in its own network "
                              "namespace, which needs root (CI runs as root)")
-        br = f"{s.prefix}-br"
-        if _run(["ip", "link", "show", br], check=False).returncode != 0:
-            _run(["ip", "link", "add", br, "type", "bridge"])
-            _run(["ip", "addr", "add", f"{s.host_ip}/24", "dev", br])
-        _run(["ip", "link", "set", br, "up"])
-        for i in range(1, s.workers + 1):
-            ns, host_end = s.netns(i), f"{s.prefix}-w{i}h"
-            if _run(["ip", "netns", "pids", ns], check=False).returncode == 0:
-                continue                                   # already there (an earlier up)
-            _run(["ip", "netns", "add", ns])
-            _run(["ip", "link", "add", host_end, "type", "veth", "peer", "name", "eth0",
-                  "netns", ns])
-            _run(["ip", "link", "set", host_end, "master", br, "up"])
-            _run(["ip", "-n", ns, "addr", "add", f"{s.worker_ip(i)}/24", "dev", "eth0"])
-            _run(["ip", "-n", ns, "link", "set", "eth0", "up"])
-            _run(["ip", "-n", ns, "link", "set", "lo", "up"])   # PS clusters use loopback
+        try:
+            self.spec.network().up()
+        except NetworkError as e:
+            raise StackError(str(e)) from None
 
     def _network_down(self) -> None:
-        s = self.spec
-        for i in range(1, s.workers + 1):
-            _run(["ip", "netns", "del", s.netns(i)], check=False)   # takes its veth along
-        _run(["ip", "link", "del", f"{s.prefix}-br"], check=False)
+        self.spec.network().down()
 
     # -- services
     def _as_pg_user(self, cmd: list[str]) -> list[str]:
@@ -306,8 +296,7 @@ class Stack:
 
     # -- processes
     def _spawn(self, name: str, cmd: list[str], env: dict, netns: str | None = None) -> int:
-        if netns:
-            cmd = ["ip", "netns", "exec", netns, *cmd]
+        cmd = [*exec_prefix(netns), *cmd]
         log = open(self.logs / f"{name}.log", "ab")
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)

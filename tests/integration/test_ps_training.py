@@ -13,12 +13,14 @@ import json
 import math
 import os
 import signal
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cluster_helpers import in_thread as _in_thread
+from cluster_helpers import pid as _pid
+from cluster_helpers import progress as _progress
+from cluster_helpers import wait_for as _wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -30,44 +32,6 @@ BASE = {"batch_size": 256, "epochs": 2, "steps_per_execution": 4}
 def _train_spec(preprocessed, tmp_path, **kw) -> dict:
     return {"preprocess_dir": preprocessed["output_dir"], "out_dir": str(tmp_path / "model"),
             **BASE, **kw}
-
-
-def _in_thread(fn):
-    """Run fn in a thread; return (thread, box) where box holds its result or error."""
-    box = {}
-
-    def target():
-        try:
-            box["result"] = fn()
-        except BaseException as e:  # noqa: BLE001 - handed to the test
-            box["error"] = e
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    return t, box
-
-
-def _wait_for(predicate, timeout: float, what: str):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def _progress(ckpt_dir: Path) -> int:
-    try:
-        return json.loads((ckpt_dir / "progress.json").read_text())["step"]
-    except (FileNotFoundError, ValueError, KeyError):
-        return 0
-
-
-def _pid(status_file: Path, name: str) -> int | None:
-    try:
-        return json.loads(status_file.read_text())["pids"].get(name)
-    except (FileNotFoundError, ValueError):
-        return None
 
 
 def test_two_ps_two_workers_shard_tables_and_export_matches(preprocessed, span_dir, tmp_path):
