@@ -41,6 +41,11 @@ class Settings(BaseSettings):
     max_future_days: int = Field(1, ge=0)
     # Seconds between the span sensor's looks for a day's _SUCCESS marker.
     span_poke_seconds: float = Field(300.0, gt=0)
+    # Alerts (retrain.orchestration.alerts, docs/alerts.md), 0: off. The serving model's
+    # age past which a run that does not publish alerts; how long after a run's logical
+    # date it must have finished (the DAG's Deadline Alert).
+    model_max_age_hours: float = Field(0.0, ge=0)
+    publish_deadline_hours: float = Field(0.0, ge=0)
     # Folders (os.pathsep-separated) a run's raw_root and config may lie in; "": anywhere.
     allowed_data_roots: str = ""
     # Extra folders a family config may lie in (beside the data roots and bundled configs).

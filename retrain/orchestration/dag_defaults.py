@@ -1,5 +1,6 @@
 """What every retrain DAG shares: where artifacts live, the daily schedule and retries,
-and the params every family has (span, window, eval share, shadow, forced publish).
+the alerts (a failed task, a rejected candidate, the publishing deadline) and the params
+every family has (span, window, eval share, shadow, forced publish).
 
 Imported by the DAG files, so airflow.sdk and the standard library only: parsing a DAG
 must stay cheap.
@@ -15,6 +16,7 @@ from airflow.sdk import Param
 from retrain.common import paths
 from retrain.common.run_context import RunContext
 from retrain.common.settings import settings
+from retrain.orchestration import alerts
 
 def home() -> Path:
     """Artifact root: RETRAIN_HOME, else the checkout's var/ (one rule: retrain.common.paths)."""
@@ -48,7 +50,8 @@ def daily(**overrides) -> dict:
     current = settings()
     schedule = current.schedule
     return {**DAILY, "schedule": None if schedule.lower() == "none" else schedule,
-            "max_active_runs": current.max_active_runs, **overrides}
+            "max_active_runs": current.max_active_runs,
+            "deadline": alerts.publish_deadline(), **overrides}
 
 
 DAILY = {
@@ -57,7 +60,9 @@ DAILY = {
     # made a run for an older logical date (a 1998 export) "succeed" with no task run.
     "start_date": dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc),
     "catchup": False,
-    "default_args": {"retries": 1, "retry_delay": dt.timedelta(minutes=1)},
+    # Every task's final failure alerts a person (docs/alerts.md; no connection: nothing).
+    "default_args": {"retries": 1, "retry_delay": dt.timedelta(minutes=1),
+                     "on_failure_callback": alerts.on_task_failure},
 }
 
 
@@ -95,6 +100,8 @@ def publish_or_skip(model_name: str, asset, ctx: RunContext, *, dag_run, outlet_
     and attach the version to the model Asset's event; a shadow run or a rejected candidate
     is recorded and the task skipped: skipped, not failed (the run did its job), and a
     skipped task emits no asset event, so nothing downstream sees an unpublished model.
+    A rejected candidate alerts (a shadow run does not), and so does a serving model that
+    stays past its age limit (retrain.orchestration.alerts).
 
     Bad data fails the task without retry, as the factory's stages do: a StaleBaseline (the
     version evaluation compared against is no longer current, design rule 20: only a fresh
@@ -122,6 +129,12 @@ def publish_or_skip(model_name: str, asset, ctx: RunContext, *, dag_run, outlet_
                   "candidate not blessed: " + "; ".join(evaluation["reasons"]))
         logging.getLogger("retrain.dag").log(
             logging.INFO if ctx.shadow else logging.WARNING, "push skipped: %s", reason)
+        if not ctx.shadow:
+            alerts.candidate_rejected(
+                ctx, dag_run.dag_id, evaluation["reasons"],
+                details={"baseline_version": evaluation.get("baseline_version"),
+                         **{m: (evaluation.get("candidate") or {}).get(m) for m in headline}})
+        alerts.stale_model(ctx, dag_run.dag_id)   # the serving model stays: how old is it?
         raise AirflowSkipException(reason)
     outlet_events[asset].extra = {
         "model": model_name, "version": published["version"], "span": ctx.span,

@@ -1,10 +1,11 @@
 """One DAG factory for every model family: resolve the span -> wait for its `_SUCCESS`
-marker -> validate -> preprocess -> train -> wait for the publishing turn -> evaluate -> push.
+marker -> validate -> preprocess -> train -> wait for the publishing turn -> evaluate ->
+approve (a person, when the run asks) -> push.
 
 Every stage runs through the same tracked launcher (`retrain.orchestration.lineage.run_tracked`:
 a child process, a lineage record, reuse of a finished artifact with the same
 fingerprint), so every family gets the same sensor, pools, quarantine and override, typed
-bad-data failures (not retried), shadow backfills and publishing. What differs between
+bad-data failures (not retried), shadow backfills, publishing and alerts. What differs between
 families is in their descriptor (`retrain.orchestration.families`): the step modules, the spec
 builders, the extra params, the pools and the headline metrics.
 
@@ -23,6 +24,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from retrain.common.run_context import Built, RunContext
 from retrain.common.settings import family_default
+from retrain.orchestration.approval import ModelApproval, approval_params
 from retrain.orchestration.families import Family, resolve
 from retrain.orchestration.dag_defaults import (daily as _daily, home as _home, publish_or_skip,
                                   publish_params, span_params)
@@ -49,6 +51,7 @@ def family_params(family: Family) -> dict[str, Param]:
         **span_params(family.name, "Days of data read, ending at the span.",
                       "Share of the data held out for evaluation (stable hash)."),
         **publish_params(),
+        **approval_params(),
         "override_validation_reason": Param(
             None, type=["null", "string"], minLength=1,
             description="Let a span that fails data validation through anyway; the reason "
@@ -388,9 +391,13 @@ def make_dag(family: Family):
             """Beam over the window's days that passed validation (bad data never trains a
             model); reused when inputs, code and params match."""
             ctx = RunContext.from_xcom(ctx)
+            from retrain.orchestration import alerts
             from retrain.orchestration.lineage import config_refs
 
             screened = screen_window(ctx, params)
+            # Older days this run's validation quarantined and left out: the run goes on.
+            alerts.spans_quarantined(ctx, family.dag_id,
+                                     [i["span"] for i in screened["left_out"]])
             built = Built.of(resolve(stages["preprocess"].build)(
                 ctx, params, {"validate": validation, "window": screened}))
             problem = left_out_problem(family.name, built, screened)
@@ -503,19 +510,22 @@ def make_dag(family: Family):
 
         @task(outlets=[model_asset])
         def push(ctx: dict, validation: dict, preprocessed: dict, trained: dict,
-                 evaluation: dict, outlet_events=None, dag_run=None) -> dict:
-            """Publish a blessed candidate; a rejected one is recorded and left unpublished."""
+                 evaluation: dict, approval: dict, outlet_events=None, dag_run=None) -> dict:
+            """Publish a blessed candidate; a rejected one is recorded and left unpublished.
+            An approved one carries its approver into the registry entry."""
             from retrain.orchestration import turns
 
             ctx = RunContext.from_xcom(ctx)
+            extra = {k: trained.get(v) for k, v in family.registry_extra.items()}
+            if (approval or {}).get("asked"):
+                extra["approval"] = approval
             try:
                 return publish_or_skip(
                     family.name, model_asset, ctx, dag_run=dag_run,
                     outlet_events=outlet_events, evaluation=evaluation, validation=validation,
                     preprocessed=preprocessed, trained=trained,
                     serving_check_module=family.serving_check,
-                    headline=tuple(m.name for m in family.headline),
-                    extra_metadata={k: trained.get(v) for k, v in family.registry_extra.items()})
+                    headline=tuple(m.name for m in family.headline), extra_metadata=extra)
             finally:
                 turns.give_back(ctx.home, family.dag_id, ctx.run_id)
 
@@ -526,7 +536,10 @@ def make_dag(family: Family):
         model = train(ctx, pre)
         evaluation = evaluate(ctx, pre, model)
         wait_for_turn(ctx, model) >> evaluation
-        push(ctx, checked, pre, model, evaluation)
+        # A person answers in Required Actions when the run's `approval` param asks for it.
+        approve = ModelApproval(task_id="approve", family_name=family.name)
+        evaluation >> approve
+        push(ctx, checked, pre, model, evaluation, approve.output)
 
     daily.__name__ = family.dag_id
     return daily

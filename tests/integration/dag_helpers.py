@@ -59,3 +59,41 @@ def walk(node: dict):
     yield node
     for child in node.get("inputs", []):
         yield from walk(child)
+
+
+def answer_required_action(dag_id: str, option: str, user: str, reason: str = "",
+                           timeout: float = 300.0) -> None:
+    """Answer the first open Required Action of `dag_id` as a person would in the UI: the
+    same writes as Airflow's HITL API route (`PATCH .../hitlDetails`): the response on the
+    HITL row, then `handle_event_submit` resumes the parked task. For `dag.test()` runs,
+    which wait for exactly that; run it in a thread beside the run."""
+    import time
+
+    from airflow.models.hitl import HITLDetail
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.trigger import handle_event_submit
+    from airflow.triggers.base import TriggerEvent
+    from airflow.utils import timezone
+    from airflow.utils.session import create_session
+    from airflow.utils.state import TaskInstanceState
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with create_session() as session:
+            found = (session.query(HITLDetail, TaskInstance)
+                     .join(TaskInstance, TaskInstance.id == HITLDetail.ti_id)
+                     .filter(TaskInstance.dag_id == dag_id,
+                             TaskInstance.state == TaskInstanceState.AWAITING_INPUT,
+                             HITLDetail.responded_at.is_(None)).first())
+            if found:
+                detail, ti = found
+                detail.responded_by = {"id": user, "name": user}
+                detail.responded_at = timezone.utcnow()
+                detail.chosen_options = [option]
+                detail.params_input = {"reason": reason}
+                session.add(detail)
+                handle_event_submit(TriggerEvent(detail.as_resume_event_payload()),
+                                    task_instance=ti, session=session)
+                return
+        time.sleep(1)
+    raise TimeoutError(f"no open Required Action of {dag_id} within {timeout} s")

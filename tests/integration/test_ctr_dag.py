@@ -26,7 +26,7 @@ pytestmark = pytest.mark.integration
 
 UTC = dt.timezone.utc
 TASKS = {"resolve_span", "wait_for_span", "validate", "preprocess", "train",
-         "wait_for_turn", "evaluate", "push"}
+         "wait_for_turn", "evaluate", "approve", "push"}
 
 
 @pytest.fixture(scope="module")
@@ -216,3 +216,41 @@ def test_raw_partitions_and_transformed_windows_are_asset_events(airflow_home, r
         record = json.loads(next(Path(x["uri"]).parent.glob("lineage/preprocess.json"))
                             .read_text())
         assert x["fingerprint"] == record["fingerprint"] and x["window"][-1] == x["span"]
+
+
+def test_a_person_approves_or_rejects_a_candidate(airflow_home, retrain_home):
+    """`approval: always`: the run waits in Required Actions; approve publishes with the
+    approver in the registry entry, reject skips push and records who and why. The
+    span's preprocessing and training are reused from the runs above (same inputs)."""
+    import threading
+
+    from dag_helpers import answer_required_action
+
+    dag = load_dag("ctr_daily_retrain", "ctr_daily_retrain_approval").ctr_daily_retrain()
+    registry = Registry(retrain_home / "registry")
+    before = registry.current("ctr")["version"]
+    conf = {"window_days": 2, "eval_percent": 25, "min_auc": 0.0, "approval": "always"}
+
+    def run(option: str, user: str, reason: str):
+        answer = threading.Thread(target=answer_required_action,
+                                  args=("ctr_daily_retrain", option, user, reason))
+        answer.start()
+        dag_run = dag.test(logical_date=dt.datetime(2026, 11, 4, 6, tzinfo=UTC),
+                           run_conf=conf)
+        answer.join()
+        record = json.loads((paths.run_dir(retrain_home, "ctr", dt.date(2026, 11, 3),
+                                           dag_run.run_id) / "approval.json").read_text())
+        return task_states(dag_run), record
+
+    states, record = run("Approve", "alice", "looks right")
+    assert states["approve"] == "success" and states["push"] == "success", states
+    assert record["decision"] == "approved" and record["by"] == "alice"
+    current = registry.current("ctr")
+    assert current["version"] == before + 1
+    assert current["approval"]["by"] == "alice" and current["approval"]["asked"] is True
+
+    states, record = run("Reject", "bob", "AUC too close to call")
+    assert states["approve"] == "success" and states["push"] == "skipped", states
+    assert record == {**record, "decision": "rejected", "by": "bob",
+                      "reason": "AUC too close to call", "timed_out": False}
+    assert registry.current("ctr")["version"] == before + 1      # nothing published

@@ -84,7 +84,7 @@ def _every_task_has_its_log_and_a_real_duration(stdout: str) -> None:
             tis = run.get_task_instances(session=session)
             assert {ti.task_id for ti in tis} == {
                 "resolve_span", "wait_for_span", "validate", "preprocess", "train",
-                "wait_for_turn", "evaluate", "push"}
+                "wait_for_turn", "evaluate", "approve", "push"}
             for ti in tis:
                 logs = list((Path(os.environ["AIRFLOW_HOME"]) / "logs" / "dag_id=ctr_daily_retrain"
                              / f"run_id={run.run_id}" / f"task_id={ti.task_id}").glob("*.log"))

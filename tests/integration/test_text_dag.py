@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 
 UTC = dt.timezone.utc
 TASKS = {"resolve_span", "wait_for_span", "validate", "preprocess", "finetune",
-         "wait_for_turn", "evaluate", "push"}
+         "wait_for_turn", "evaluate", "approve", "push"}
 
 
 @pytest.fixture(scope="module")

@@ -63,6 +63,9 @@ def test_dagbag_has_no_import_errors_and_expected_dags(airflow_home):
     dag = bag.get_dag("ctr_daily_retrain")
     assert [t.task_id for t in dag.topological_sort()] == [
         "resolve_span", "wait_for_span", "validate", "preprocess", "train", "wait_for_turn",
-        "evaluate", "push"]
+        "evaluate", "approve", "push"]
     assert all(t.retries >= 1 for t in dag.tasks)
-    assert set(dag.params) >= {"span", "window_days", "force_bless_reason", "min_auc"}
+    assert set(dag.params) >= {"span", "window_days", "force_bless_reason", "min_auc",
+                               "approval", "approval_timeout_hours"}
+    # The approval form asks for a reason only, never for the DAG's own params.
+    assert list(dag.get_task("approve").serialized_params) == ["reason"]

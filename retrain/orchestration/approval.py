@@ -1,0 +1,152 @@
+"""A person approves a candidate before it is published, when the run asks for it.
+
+Why: a gate decides on rules, and some verdicts are close calls a person should see, with
+the report in front of them. The `approve` task sits between evaluate and push; it is
+Airflow's own human-in-the-loop `ApprovalOperator` (Airflow 3.3 parks the task in
+"awaiting input" and lists it under Required Actions; no worker slot, no triggerer), asked
+only when the run's `approval` param says so:
+
+- `never` (default): no question, the gate's verdict stands;
+- `borderline`: asked when the gate blessed a candidate that used a rule's allowance,
+  i.e. a relative rule passed with the candidate worse than the published model (say an
+  AUC drop within `max_auc_drop`); `borderline_rules` names them;
+- `always`: asked for every blessed candidate.
+
+A rejected candidate (by the gate) is never put to a person. Approve: push publishes and
+the registry entry records who approved and when. Reject (with a reason typed in the
+form): push is skipped; the decision, who and why go to `<run_dir>/approval.json` and the
+run's publishing turn is handed back, and an `unapproved` alert goes out
+(retrain.orchestration.alerts). No answer within `approval_timeout_hours`: Airflow
+takes the default, Reject, so a timeout publishes nothing.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from pathlib import Path
+
+from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.sdk import Param
+
+log = logging.getLogger("retrain.approval")
+
+MODES = ("never", "borderline", "always")
+RECORD_FILE = "approval.json"
+REASON_PARAM = "reason"
+
+
+def approval_params() -> dict[str, Param]:
+    """The DAG params that decide whether a person is asked."""
+    return {
+        "approval": Param("never", enum=list(MODES),
+                          description="Ask a person before publishing a blessed candidate: "
+                                      "never, borderline (it passed a rule only thanks to "
+                                      "the rule's allowance), always."),
+        "approval_timeout_hours": Param(24, type="number", exclusiveMinimum=0,
+                                        description="Hours to wait for an answer; then "
+                                                    "nothing is published."),
+    }
+
+
+def borderline_rules(decision: dict) -> list[str]:
+    """Relative rules the candidate passed while worse than the published model: the
+    observed difference lies strictly between 0 and the rule's limit."""
+    out = []
+    for rule in decision.get("rules", []):
+        observed, limit = rule.get("observed"), rule.get("limit")
+        if (rule.get("passed") and rule.get("baseline") is not None
+                and isinstance(observed, (int, float)) and isinstance(limit, (int, float))
+                and limit != 0 and min(0.0, limit) < observed < max(0.0, limit)):
+            out.append(rule["name"])
+    return out
+
+
+def question(mode: str, evaluation: dict) -> str | None:
+    """Why a person is asked (None: not asked)."""
+    from retrain.common.atomic import read_json
+
+    if mode == "never" or not evaluation.get("blessed"):
+        return None
+    if mode == "always":
+        return "the run asks for approval of every blessed candidate"
+    rules = borderline_rules(read_json(evaluation["eval_uri"]).get("decision") or {})
+    if rules:
+        return f"borderline: passed {', '.join(rules)} only within the rule's allowance"
+    return None
+
+
+def record(run_dir: str, decision: dict) -> Path:
+    from retrain.common.atomic import write_json
+    return write_json(Path(run_dir) / RECORD_FILE, decision)
+
+
+class ModelApproval(ApprovalOperator):
+    """ApprovalOperator that asks only when `question()` says so, with the verdict and the
+    report in its body, and records the answer for push and the registry."""
+
+    def __init__(self, *, family_name: str, params=None, **kwargs):
+        from airflow.sdk.definitions.param import ParamsDict
+
+        # The DAG's params arrive here too; only this task's own field goes into the form.
+        form = params if isinstance(params, ParamsDict) else ParamsDict(params or {})
+        form[REASON_PARAM] = Param("", type="string", description="Why (kept with the run)",
+                                   source="task")
+        super().__init__(subject="Publish this candidate?", defaults="Reject", params=form,
+                         **kwargs)
+        self.family_name = family_name
+
+    def _inputs(self, context) -> tuple[dict, dict]:
+        ti = context["ti"]
+        ctx = ti.xcom_pull(task_ids="resolve_span")
+        evaluation = ti.xcom_pull(task_ids="evaluate")
+        return ctx, evaluation
+
+    def execute(self, context):
+        ctx, evaluation = self._inputs(context)
+        params = context["params"]
+        why = None if ctx.get("shadow") else question(params.get("approval", "never"),
+                                                     evaluation)
+        if why is None:
+            log.info("approval not asked (approval=%s, blessed=%s)", params.get("approval"),
+                     evaluation.get("blessed"))
+            return {"asked": False}
+        self.response_timeout = dt.timedelta(hours=float(params["approval_timeout_hours"]))
+        metrics = ", ".join(f"{k} {v:.4f}" for k, v in (evaluation.get("candidate") or {})
+                            .items() if isinstance(v, (int, float)))
+        self.body = (f"**{self.family_name}**, span {ctx['span']}: {why}.\n\n"
+                     f"Candidate: {metrics}.\n\nGate: " + "; ".join(evaluation["reasons"])
+                     + f"\n\nReport: {evaluation.get('report_uri') or 'none'} (the run's "
+                     f"Retrain tab). Approve publishes; Reject (say why) publishes nothing. "
+                     f"No answer in {params['approval_timeout_hours']} h: rejected.")
+        record(ctx["run_dir"], {"asked": True, "why": why, "decision": "waiting",
+                                "asked_at": _now()})
+        return super().execute(context)
+
+    def execute_complete(self, context, event):
+        ctx, _ = self._inputs(context)
+        timed_out = bool(event.get("timedout")) or event.get("responded_by_user") is None
+        chosen = (event.get("chosen_options") or ["Reject"])[0]
+        by = event.get("responded_by_user") or {}
+        answer = {"asked": True, "decision": "approved" if chosen == self.APPROVE else
+                  "rejected", "by": by.get("name") or by.get("id"),
+                  "reason": ((event.get("params_input") or {}).get(REASON_PARAM) or
+                             ("no answer in time" if timed_out else "")),
+                  "answered_at": _now(), "timed_out": timed_out}
+        record(ctx["run_dir"], answer)
+        if chosen != self.APPROVE:
+            from retrain.common.run_context import RunContext
+            from retrain.orchestration import alerts, turns
+            log.warning("candidate rejected by %s: %s; push is skipped",
+                        answer["by"] or "timeout", answer["reason"] or "no reason given")
+            dag_id = context["dag_run"].dag_id
+            turns.give_back(ctx["home"], dag_id, ctx["run_id"])
+            alerts.candidate_rejected(
+                RunContext.from_xcom(ctx), dag_id, [answer["reason"] or "no reason given"],
+                decided_by=(f"reviewer {answer['by']}" if answer["by"]
+                            else "no answer in time"))
+        super().execute_complete(context, event)
+        return answer
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
