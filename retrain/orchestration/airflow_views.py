@@ -7,7 +7,9 @@ permissions:
 - /retrain/runs/{dag_id}/{run_id}/files/{path}: a file of that run's folder (the
   evaluation report, the Data Docs), read by the API server from RETRAIN_HOME, never a
   path of the server's disk that the browser names;
-- /retrain/lineage/{model}/{version}: `retrain lineage MODEL --version N` as a page.
+- /retrain/lineage/{model}/{version}: the chain of `retrain lineage MODEL --version N` as
+  a graph (retrain.orchestration.lineage_graph), each artifact a link to
+  /retrain/lineage/{model}/{version}/artifacts/{fingerprint}, its own page.
 
 Stdlib + FastAPI + the light registry and lineage modules: the API server must not load
 TensorFlow or Beam.
@@ -18,6 +20,7 @@ import datetime as dt
 import html
 import json
 from pathlib import Path
+from typing import Callable
 
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
 from airflow.api_fastapi.core_api.security import requires_access_dag
@@ -146,15 +149,73 @@ def run_file(dag_id: str, run_id: str, rel: str) -> FileResponse:
     return FileResponse(target)
 
 
-@app.get("/lineage/{model}/{version}", response_class=HTMLResponse,
-         dependencies=READ)
-def lineage_view(model: str, version: int) -> str:
+def _chain(model: str, version: int) -> dict:
     from retrain.common.registry import Registry
     from retrain.orchestration import lineage_query as lineage
 
     try:
-        text = lineage.render(lineage.chain(Registry(home() / "registry"), model, version))
+        return lineage.chain(Registry(home() / "registry"), model, version)
     except (KeyError, ValueError, FileNotFoundError) as e:
         raise HTTPException(404, str(e)) from None
+
+
+def _artifact_href(model: str, version: int) -> Callable[[dict], str | None]:
+    def href(node: dict) -> str | None:
+        fp = node.get("fingerprint")
+        return f"{PREFIX}/lineage/{model}/{version}/artifacts/{fp}" if fp else None
+    return href
+
+
+@app.get("/lineage/{model}/{version}", response_class=HTMLResponse,
+         dependencies=READ)
+def lineage_view(model: str, version: int) -> str:
+    """The chain as a graph (each box links to its artifact's page), the text tree below."""
+    from retrain.orchestration import lineage_graph, lineage_query
+
+    tree = _chain(model, version)
+    graph = lineage_graph.svg(tree, _artifact_href(model, version))
+    text = html.escape(lineage_query.render(tree))
     return _page(f"lineage of {html.escape(model)} v{version}",
-                 f"<pre>{html.escape(text)}</pre>")
+                 f"<p>Raw data on the left, this registry version on the right; an arrow "
+                 f"goes from each input to the step that read it. Click a box for its "
+                 f"record.</p><div style='overflow-x:auto'>{graph}</div>"
+                 f"<details><summary>as text (<code>retrain lineage {html.escape(model)} "
+                 f"--version {version}</code>)</summary><pre>{text}</pre></details>")
+
+
+def _input_link(node: dict, href: Callable[[dict], str | None]) -> str:
+    label = f"{node.get('type')} {node.get('name')}"
+    target = href(node)
+    return _link(target, label) if target else html.escape(label)
+
+
+@app.get("/lineage/{model}/{version}/artifacts/{fingerprint}", response_class=HTMLResponse,
+         dependencies=READ)
+def artifact_view(model: str, version: int, fingerprint: str) -> str:
+    """One artifact of the chain: what it is, who made it, from what."""
+    from retrain.orchestration import lineage_graph
+
+    tree = _chain(model, version)
+    node = lineage_graph.find(tree, fingerprint)
+    if node is None:
+        raise HTTPException(404, f"no artifact {fingerprint} in the lineage of {model} "
+                                 f"v{version}")
+    href = _artifact_href(model, version)
+    made = node.get("producer") or {}
+    rows = [("type", html.escape(str(node.get("type")))),
+            ("name", html.escape(str(node.get("name")))),
+            ("location", html.escape(str(node.get("uri") or "-").removeprefix("file://"))),
+            ("fingerprint", html.escape(fingerprint)),
+            ("made by", html.escape(" / ".join(str(made.get(k)) for k in
+                                               ("dag_id", "run_id", "task_id") if made.get(k))
+                                    or "-")),
+            ("reused", "yes, from the run above" if node.get("reused") else "no"),
+            ("code", html.escape(str(node.get("code_version") or "-"))),
+            ("figures", "<pre>" + html.escape(json.dumps(node.get("figures") or {}, indent=1,
+                                                         default=str)) + "</pre>"),
+            ("inputs", "<ul>" + "".join(f"<li>{_input_link(i, href)}</li>"
+                                        for i in node.get("inputs") or []) + "</ul>")]
+    body = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
+    back = _link(f"{PREFIX}/lineage/{model}/{version}", f"the lineage of {model} v{version}")
+    return _page(f"{html.escape(str(node.get('type')))} {html.escape(str(node.get('name')))}",
+                 f"<table>{body}</table><p>Back to {back}</p>")
