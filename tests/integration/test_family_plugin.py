@@ -58,7 +58,7 @@ def test_every_family_dag_has_the_same_shape(airflow_home):
         order = [t.task_id for t in dag.topological_sort()]
         assert order == ["resolve_span", "wait_for_span", family.task_id("validate"),
                          family.task_id("preprocess"), family.task_id("train"),
-                         "wait_for_turn", family.task_id("evaluate"), "push"], family.name
+                         "wait_for_turn", family.task_id("evaluate"), "approve", "push"], family.name
         assert {"span", "window_days", "raw_root", family.config_param, "shadow",
                 "override_validation_reason", "force_bless_reason"} <= set(dag.params)
         pools = {t.task_id: t.pool for t in dag.tasks}
