@@ -53,7 +53,8 @@ class RecommendSpec:
     exclude_seen: bool = False     # never recommend an item the user was shown in the window
     num_shards: int = 8            # user shards: the job's unit of parallel work
     batch_pairs: int = 16384
-    beam_args: list[str] = dataclasses.field(default_factory=list)
+    beam_workers: int = 1          # local DirectRunner worker processes
+    beam_args: list[str] = dataclasses.field(default_factory=list)  # e.g. another runner
 
 
 def resolve_model(spec: RecommendSpec) -> tuple[str, int | None]:
@@ -83,6 +84,12 @@ def _layout(spec: RecommendSpec, inputs: list[str], config_name: str):
         raise ValueError("k, num_shards and active_days must be >= 1")
     return PairLayout(spec.user_column, spec.item_column, tuple(spec.item_columns),
                       dict(spec.context))
+
+
+def _local_workers(n: int) -> list[str]:
+    """DirectRunner options for n worker processes (none for one: in-process)."""
+    return ([] if n <= 1 else ["--direct_running_mode=multi_processing",
+                               f"--direct_num_workers={n}"])
 
 
 def run(spec: RecommendSpec) -> dict:
@@ -120,7 +127,7 @@ def run(spec: RecommendSpec) -> dict:
             "--output-dir", tmp, "--k", str(spec.k), "--batch-pairs", str(spec.batch_pairs),
             "--layout", json.dumps(dataclasses.asdict(layout)),
             *(["--model-version", str(version)] if version is not None else []),
-            *spec.beam_args])
+            *_local_workers(spec.beam_workers), *spec.beam_args])
         recs = pq.read_table(sorted(str(p) for p in Path(tmp).glob("part-*.parquet")))
         ids = [str(u) for u in users.column(spec.user_column).to_pylist()]
         seen = (dict(zip(ids, users.column(I.SEEN).to_pylist())) if spec.exclude_seen

@@ -70,8 +70,7 @@ def _cmd(args) -> int:
         item_columns=[c for c in args.item_columns.split(",") if c],
         category_column=args.category_column, context=context,
         exclude_seen=args.exclude_seen, num_shards=args.num_shards,
-        beam_args=[] if args.workers <= 1 else ["--direct_running_mode=multi_processing",
-                                                f"--direct_num_workers={args.workers}"])
+        beam_workers=args.workers)
     try:
         summary = run(spec)
         print(f"{summary['users']} users x {summary['pool_items']} items: "

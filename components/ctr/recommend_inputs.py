@@ -33,18 +33,15 @@ POOLS = ("window", "top_per_category")
 CLICKS, IMPRESSIONS, SEEN = "_clicks", "_impressions", "_seen"
 
 
-def window_days(span: str, days: int) -> list[str]:
-    end = dt.date.fromisoformat(span)
-    return [(end - dt.timedelta(days=i)).isoformat() for i in range(days - 1, -1, -1)]
-
-
 def read_window(raw_root: str, span: str, days: int, cfg) -> tuple[pa.Table, list[str]]:
     """The accepted rows of the delivered days of the window (oldest first) and the days
     read; a day without its `_SUCCESS` marker is left out and logged."""
     from components.ctr import rawdata
 
+    from retrain.common.spans import window
+
     tables, read = [], []
-    for day in window_days(span, days):
+    for day in (d.isoformat() for d in window(dt.date.fromisoformat(span), days)):
         folder = Path(partition(raw_root, day))
         if not (folder / "_SUCCESS").is_file():
             log.info("window day %s not delivered (no %s/_SUCCESS): left out", day, folder)

@@ -120,10 +120,7 @@ def make_recommend_dag(family: Family):
                     **{k: params[k] for k in ("active_days", "pool", "pool_size", "k",
                                               "num_shards", "user_column", "item_column",
                                               "item_columns", "category_column", "context",
-                                              "exclude_seen")},
-                    "beam_args": ([] if params["beam_workers"] <= 1 else
-                                  ["--direct_running_mode=multi_processing",
-                                   f"--direct_num_workers={params['beam_workers']}"])}
+                                              "exclude_seen", "beam_workers")}}
             model_ref = {"name": f"{family.name}-v{model['version']}", "type": "published_model",
                          "uri": model["model_dir"], "fingerprint": model["fingerprint"],
                          "version": model["version"]}
