@@ -87,9 +87,12 @@ $(DOCS_VENV)/.synced: requirements-docs.txt | $(UV) $(DOCS_PY)
 	$(UV) pip sync --python $(DOCS_PY) requirements-docs.txt
 	touch $@
 
-## test: lint, then the whole test suite
+## test: lint, then the whole test suite, on TEST_WORKERS processes (pytest-xdist). Each
+## file stays on one worker (--dist loadfile), so a module's fixture (the stack of the UI
+## test, a file's Airflow runs) is built once; TEST_WORKERS=0 runs everything in-process.
+TEST_WORKERS ?= 2
 test: venv venv-airflow lint
-	$(PY) -m pytest -q --durations=30 tests
+	$(PY) -m pytest -q --durations=30 -n $(TEST_WORKERS) --dist loadfile tests
 
 ## test-server: only the Airflow UI test on the production-shaped stack (root: PostgreSQL,
 ## Celery, two worker hosts; headless chromium): trigger, logs, the Retrain tab, a 3-day

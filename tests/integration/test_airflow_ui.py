@@ -51,6 +51,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.airflow_server]
 REPO = Path(__file__).resolve().parents[2]
 DAG_ID = "ctr_daily_retrain"
 TEXT_DAG_ID = "text_daily_finetune"
+RECS_DAG_ID = "ctr_daily_recommendations"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 RUN_TIMEOUT = 900
@@ -340,6 +341,8 @@ def test_a_user_trains_and_backfills_from_the_ui(airflow_server, page):
     # The text DAG's daily run (its defaults, on 180 reviews a day) goes on meanwhile on
     # whichever worker is free; test_the_text_daily_run_succeeds_on_the_stack follows it.
     api.call("PATCH", f"/api/v2/dags/{TEXT_DAG_ID}", {"is_paused": False})
+    # Recommendations follow every publish (the CTR model Asset schedules them).
+    api.call("PATCH", f"/api/v2/dags/{RECS_DAG_ID}", {"is_paused": False})
 
     # Both DAGs are listed and open; each Trigger form can be submitted as it opens.
     page.open("/dags")
@@ -473,6 +476,128 @@ def test_a_user_trains_and_backfills_from_the_ui(airflow_server, page):
         extras = {e["source_run_id"]: e["extra"] for e in events(asset)}
         assert set(runs) <= set(extras), (asset, sorted(extras))
         assert all(x.get("fingerprint") and x.get("span") for x in extras.values()), extras
+
+
+def _wait_for_task(server, run_id: str, task_id: str, states: tuple[str, ...]) -> str:
+    deadline = time.time() + RUN_TIMEOUT
+    while True:
+        tis = server["api"].call("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/"
+                                        "taskInstances")["task_instances"]
+        state = {t["task_id"]: t["state"] for t in tis}.get(task_id)
+        if state in states:
+            return state
+        assert state not in ("failed", "upstream_failed"), _failure_report(server)
+        assert time.time() < deadline, f"{task_id} of {run_id} stayed {state}"
+        time.sleep(3)
+
+
+def _answer_in_the_page(page: Page, run_id: str, option: str, reason: str) -> None:
+    """Open Required Actions, find the run's request, answer it with a reason."""
+    page.open("/required_actions")
+    page.wait_for("the request in Required Actions", lambda t: "approve" in t,
+                  reload_every=5)
+    page.shot("ui-required-actions.png")
+    page.open(f"/dags/{DAG_ID}/runs/{run_id}/tasks/approve/required_actions")
+    page.wait_for("the approval request with the gate's reasons",
+                  lambda t: "Publish this candidate?" in t and "gate" in t.lower(),
+                  reload_every=5)
+    page.type_into("element_reason", reason)
+    page.shot(f"ui-approval-{option.lower()}.png")
+    page.button(option).click()
+
+
+def test_a_person_approves_and_rejects_a_candidate_in_required_actions(airflow_server, page):
+    """`approval: always`: the run waits in Required Actions with the gate's verdict; Approve
+    in the page publishes with the approver in the registry entry, Reject skips push and
+    records who and why. Preprocessing and training are reused from the runs above."""
+    api, home = airflow_server["api"], airflow_server["home"]
+    registry = Registry(home / "registry")
+    before = registry.current("ctr")["version"]
+
+    def trigger() -> str:
+        return api.call("POST", f"/api/v2/dags/{DAG_ID}/dagRuns", {
+            "logical_date": None, "conf": {"epochs": 1, "approval": "always"}})["dag_run_id"]
+
+    approved = trigger()
+    assert _wait_for_task(airflow_server, approved, "approve", ("awaiting_input",))
+    _answer_in_the_page(page, approved, "Approve", "checked the report")
+    assert _wait_for_task(airflow_server, approved, "push", ("success",)) == "success"
+    current = registry.current("ctr")
+    assert current["version"] == before + 1 and current["run_id"] == approved
+    assert current["approval"]["decision"] == "approved", current["approval"]
+    assert current["approval"]["by"] == "admin" and current["approval"]["reason"] == (
+        "checked the report")
+
+    rejected = trigger()
+    assert _wait_for_task(airflow_server, rejected, "approve", ("awaiting_input",))
+    _answer_in_the_page(page, rejected, "Reject", "too close to call")
+    assert _wait_for_task(airflow_server, rejected, "push", ("skipped",)) == "skipped"
+    assert registry.current("ctr")["version"] == before + 1
+    (record,) = home.glob(f"runs/ctr/dt=*/{rejected.replace(':', '_').replace('+', '_')}"
+                          "/approval.json")
+    decision = json.loads(record.read_text())
+    assert decision["decision"] == "rejected" and decision["by"] == "admin"
+    assert decision["reason"] == "too close to call"
+
+    # The lineage graph opens from the approved run's Retrain tab; each box is a link to
+    # its artifact's page.
+    from selenium.webdriver.common.by import By
+
+    page.open(f"/dags/{DAG_ID}/runs/{approved}")
+    page.find(xpath="//a[normalize-space(.)='Retrain']").click()
+    page.driver.switch_to.frame(page.find(css="iframe"))
+    page.find(xpath="//a[contains(., '(lineage)')]").click()
+    page.wait_for("the lineage graph", lambda t: "Click a box for its record" in t)
+    boxes = page.driver.find_elements(By.CSS_SELECTOR, "svg a")
+    assert len(boxes) >= 5, len(boxes)
+    page.shot("ui-lineage-graph.png")
+    raw = next(b for b in boxes if "raw_span" in b.text)
+    page.driver.get(raw.get_attribute("href"))
+    page.wait_for("a raw day's own page", lambda t: "raw_span" in t and "fingerprint" in t)
+    page.driver.switch_to.default_content()
+
+
+def test_recommendations_follow_a_publish_through_the_model_asset(airflow_server):
+    """The scheduler starts ctr_daily_recommendations from the CTR model's asset events:
+    asset-triggered runs that score with the published version and commit its partition
+    (the next day is not delivered here, so the quality task is skipped, saying so)."""
+    api, home = airflow_server["api"], airflow_server["home"]
+    deadline = time.time() + RUN_TIMEOUT
+    while True:
+        runs = api.call("GET", f"/api/v2/dags/{RECS_DAG_ID}/dagRuns")["dag_runs"]
+        done = [r for r in runs if r["state"] in ("success", "failed")]
+        if done and len(done) == len(runs):
+            break
+        assert time.time() < deadline, f"no finished recommendations run: {runs}"
+        time.sleep(5)
+    assert {r["run_type"] for r in runs} == {"asset_triggered"}, runs
+    assert all(r["state"] == "success" for r in runs), _failure_report(airflow_server,
+                                                                       RECS_DAG_ID)
+    versions = {v["version"] for v in Registry(home / "registry").list_versions("ctr")}
+    partitions = sorted((home / "recommendations" / "ctr").glob("dt=*/summary.json"))
+    assert partitions, "no recommendations partition was committed"
+    summary = json.loads(partitions[-1].read_text())
+    assert summary["model_version"] in versions and summary["users"] > 0
+
+
+def test_the_text_runs_report_opens_from_its_retrain_tab(airflow_server, page):
+    """The text family's HTML report, one click from the Retrain tab of its daily run."""
+    api = airflow_server["api"]
+    deadline = time.time() + RUN_TIMEOUT
+    while True:
+        runs = api.call("GET", f"/api/v2/dags/{TEXT_DAG_ID}/dagRuns")["dag_runs"]
+        if runs and all(r["state"] in ("success", "failed") for r in runs):
+            break
+        assert time.time() < deadline, f"the text run did not finish: {runs}"
+        time.sleep(5)
+    run_id = runs[0]["dag_run_id"]
+    page.open(f"/dags/{TEXT_DAG_ID}/runs/{run_id}")
+    page.find(xpath="//a[normalize-space(.)='Retrain']").click()
+    page.driver.switch_to.frame(page.find(css="iframe"))
+    page.find(xpath="//a[normalize-space(.)='Evaluation report']").click()
+    page.wait_for("the text evaluation report", lambda t: "Evaluation of text" in t)
+    page.shot("ui-text-report.png")
+    page.driver.switch_to.default_content()
 
 
 def test_the_text_daily_run_succeeds_on_the_stack(airflow_server):
