@@ -20,6 +20,7 @@ import io
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import tarfile
@@ -87,6 +88,13 @@ CDN_URLS: dict[str, tuple[tuple[str, str], str]] = {
                                                   "build/vega-embed.min.js"),
 }
 VENDOR = Path("static") / "vendor"
+# GX's header logo is an image on its own web host (with a cache-busting query): the pages
+# show a small local one instead, so opening a page contacts no host at all.
+REMOTE_LOGO = re.compile(r'"https://great-expectations-web-assets\.[^"]*"')
+LOGO = VENDOR / "data-docs-logo.svg"
+LOGO_SVG = ('<svg xmlns="http://www.w3.org/2000/svg" width="220" height="50">'
+            '<text x="0" y="34" font-family="sans-serif" font-size="26" fill="#ff6310">'
+            'Data Docs</text></svg>\n')
 
 
 def _files() -> dict[tuple[str, str], set[str]]:
@@ -176,6 +184,12 @@ def localize(docs_dir: Path, cache: Path | None = None) -> list[str]:
                     _place(cache / _folder(package) / font,
                            docs_dir / VENDOR / _folder(package) / font)
             text = text.replace(f'"{url}"', '"' + os.path.relpath(dst, page.parent) + '"')
+        if REMOTE_LOGO.search(text):
+            logo = docs_dir / LOGO
+            if not logo.exists():
+                logo.parent.mkdir(parents=True, exist_ok=True)
+                logo.write_text(LOGO_SVG)
+            text = REMOTE_LOGO.sub('"' + os.path.relpath(logo, page.parent) + '"', text)
         for left in ("https://cdn", "https://unpkg", "https://code.jquery",
                      "https://maxcdn", "https://stackpath"):
             start = text.find(left)
