@@ -31,4 +31,7 @@ class RetrainPlugin(AirflowPlugin):
                      "name": "retrain run views"}]
     # A tab on every DAG run's page; the UI fills in {DAG_ID} and {RUN_ID}.
     external_views = [{"name": "Retrain", "href": PREFIX + "/runs/{DAG_ID}/{RUN_ID}",
-                       "destination": "dag_run", "url_route": "retrain_run"}]
+                       "destination": "dag_run", "url_route": "retrain_run"},
+                      # Asset events with span, version and fingerprint in columns.
+                      {"name": "Retrain assets", "href": PREFIX + "/assets",
+                       "destination": "nav", "url_route": "retrain_assets"}]

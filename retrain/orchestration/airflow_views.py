@@ -7,6 +7,8 @@ permissions:
 - /retrain/runs/{dag_id}/{run_id}/files/{path}: a file of that run's folder (the
   evaluation report, the Data Docs), read by the API server from RETRAIN_HOME, never a
   path of the server's disk that the browser names;
+- /retrain/assets: the newest asset events with their span, version and fingerprint in
+  columns (retrain.orchestration.asset_events_view), which Airflow's asset page folds away;
 - /retrain/lineage/{model}/{version}: the chain of `retrain lineage MODEL --version N` as
   a graph (retrain.orchestration.lineage_graph), each artifact a link to
   /retrain/lineage/{model}/{version}/artifacts/{fingerprint}, its own page.
@@ -23,12 +25,13 @@ from pathlib import Path
 from typing import Callable
 
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
-from airflow.api_fastapi.core_api.security import requires_access_dag
+from airflow.api_fastapi.core_api.security import requires_access_asset, requires_access_dag
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse
 
 from retrain.common import paths
 from retrain.common.run_context import CONTEXT_FILE
+from retrain.orchestration import asset_events_view
 from retrain.orchestration.families import FAMILIES
 from retrain.orchestration.ui_routes import PREFIX
 from retrain.orchestration.dag_defaults import home
@@ -40,6 +43,16 @@ app = FastAPI(title="retrain run views", docs_url=None, redoc_url=None, openapi_
 # read the runs of the path's dag_id (any DAG's, where the path names none).
 can_read_runs = requires_access_dag("GET", DagAccessEntity.RUN)
 READ = [Depends(can_read_runs)]
+can_read_assets = requires_access_asset("GET")
+
+
+def run_asset_events(dag_id: str, run_id: str) -> list[dict]:
+    """The asset events a run emitted (a dependency, so tests without a DB replace it)."""
+    return asset_events_view.recent(dag_id=dag_id, run_id=run_id)
+
+
+def recent_asset_events() -> list[dict]:
+    return asset_events_view.recent()
 
 
 def _run_folder(dag_id: str, run_id: str) -> Path:
@@ -80,7 +93,7 @@ def _link(href: str, text: str) -> str:
     return f'<a href="{html.escape(href)}">{html.escape(text)}</a>'
 
 
-def run_page(dag_id: str, run_id: str, folder: Path) -> str:
+def run_page(dag_id: str, run_id: str, folder: Path, events: list[dict] = ()) -> str:
     """The run at a glance, from its run_summary.json (written by push) and its folder."""
     s, ctx = _summary(folder), _summary(folder, CONTEXT_FILE)
     base = f"{PREFIX}/runs/{dag_id}/{run_id}/files"
@@ -123,21 +136,31 @@ def run_page(dag_id: str, run_id: str, folder: Path) -> str:
     rows.append(("reports", " · ".join(_link(f"{base}/{rel}", text) for rel, text in links)
                  or "none yet"))
     body = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
-    return _page(f"{html.escape(dag_id)}: {html.escape(run_id)}", f"<table>{body}</table>")
+    return _page(f"{html.escape(dag_id)}: {html.escape(run_id)}",
+                 f"<table>{body}</table><h3>asset events of this run</h3>"
+                 + asset_events_view.table(list(events), with_run=False))
 
 
 def _page(title: str, body: str) -> str:
     return ("<!doctype html><html><head><meta charset='utf-8'><title>" + title + "</title>"
             "<style>body{font-family:sans-serif;margin:1.5em}th{text-align:left;"
             "padding:.3em 1em .3em 0;vertical-align:top}td{padding:.3em 0}"
-            "pre{font-size:13px}</style></head><body><h2>" + title + "</h2>" + body
+            "pre{font-size:13px}table.events td,table.events th{padding:.2em .8em .2em 0;"
+            "font-size:13px}</style></head><body><h2>" + title + "</h2>" + body
             + "</body></html>")
 
 
 @app.get("/runs/{dag_id}/{run_id}", response_class=HTMLResponse,
          dependencies=READ)
-def run_view(dag_id: str, run_id: str) -> str:
-    return run_page(dag_id, run_id, _run_folder(dag_id, run_id))
+def run_view(dag_id: str, run_id: str,
+             events: list[dict] = Depends(run_asset_events)) -> str:
+    return run_page(dag_id, run_id, _run_folder(dag_id, run_id), events)
+
+
+@app.get("/assets", response_class=HTMLResponse, dependencies=[Depends(can_read_assets)])
+def assets_view(events: list[dict] = Depends(recent_asset_events)) -> str:
+    return _page("asset events", "<p>The newest first; Airflow's Assets page has each "
+                 "event's full extra.</p>" + asset_events_view.table(events))
 
 
 @app.get("/runs/{dag_id}/{run_id}/files/{rel:path}", dependencies=READ)

@@ -4,6 +4,7 @@ running API server: tests/integration/test_airflow_ui.py goes through it, logged
 checks that an anonymous request is refused)."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
@@ -12,6 +13,17 @@ from fastapi.testclient import TestClient
 from retrain.common import paths
 
 RUN = "scheduled__2026-11-04T00:00:00+00:00"
+FP = "sha256:" + "ab" * 32
+EVENTS = [
+    {"asset": "ctr_model", "timestamp": dt.datetime(2026, 11, 4, 1, 2, 3), "dag_id":
+     "ctr_daily_retrain", "run_id": RUN, "extra": {"span": "2026-11-03", "version": 4}},
+    {"asset": "ctr_raw_logs", "timestamp": dt.datetime(2026, 11, 4, 0, 10),
+     "dag_id": "ctr_daily_retrain", "run_id": RUN,
+     "extra": {"span": "2026-11-03", "fingerprint": FP, "gate": "passed", "rows": 4000}},
+    {"asset": "ctr_raw_logs", "timestamp": dt.datetime(2026, 11, 3, 0, 10),
+     "dag_id": "ctr_daily_retrain", "run_id": "scheduled__2026-11-03T00:00:00+00:00",
+     "extra": {"span": "2026-11-02", "fingerprint": "<b>odd</b>"}},
+]
 
 
 @pytest.fixture
@@ -33,7 +45,14 @@ def client(tmp_path, monkeypatch):
                                                        "reason": "never delivered"}]}},
         "validation": {"gate": "passed", "n_failed": 0, "n_expectations": 72},
         "evaluation": {"blessed": True, "reasons": ["auc 0.79 >= min_auc 0.60: pass"]}}))
-    airflow_views.app.dependency_overrides[airflow_views.can_read_runs] = lambda: None
+    overrides = airflow_views.app.dependency_overrides
+    overrides[airflow_views.can_read_runs] = lambda: None
+    overrides[airflow_views.can_read_assets] = lambda: None
+    # Airflow's asset events, as asset_events_view.recent() returns them (it is tested on a
+    # real metadata DB below).
+    overrides[airflow_views.run_asset_events] = lambda dag_id, run_id: [
+        e for e in EVENTS if (e["dag_id"], e["run_id"]) == (dag_id, run_id)]
+    overrides[airflow_views.recent_asset_events] = lambda: EVENTS
     yield TestClient(airflow_views.app)
     airflow_views.app.dependency_overrides.clear()
 
@@ -80,3 +99,37 @@ def test_a_waiting_run_says_what_it_waits_for_and_since_when(client, tmp_path):
     (tmp_path / "raw" / "ctr" / "dt=2026-12-02").mkdir(parents=True)
     (tmp_path / "raw" / "ctr" / "dt=2026-12-02" / "_SUCCESS").write_text("")
     assert "not reached push" in client.get(f"/runs/ctr_daily_retrain/{run}").text
+
+
+def test_asset_events_show_span_version_and_fingerprint_without_a_click(client):
+    """Airflow folds an event's extra away; the run's tab and the assets page show it."""
+    tab = client.get(f"/runs/ctr_daily_retrain/{RUN}").text
+    assert "asset events of this run" in tab
+    assert FP in tab and ">2026-11-03<" in tab and ">4<" in tab and ">passed<" in tab
+    assert "2026-11-02" not in tab.split("asset events of this run")[1]   # another run's
+    page = client.get("/assets").text
+    assert page.index("ctr_model") < page.index("2026-11-04 00:10:00")    # newest first
+    assert "scheduled__2026-11-03" in page
+    assert "<b>odd</b>" not in page and "&lt;b&gt;odd&lt;/b&gt;" in page  # escaped
+
+
+def test_recent_reads_airflows_asset_events(airflow_home):
+    """recent() on Airflow's own metadata DB: one run's events, newest first."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    from retrain.orchestration.asset_events_view import recent
+
+    t0 = dt.datetime(2026, 11, 4, tzinfo=dt.timezone.utc)
+    with create_session() as session:
+        asset = AssetModel(name="views_test_raw", uri="file:///views-test/raw", group="asset")
+        session.add(asset)
+        session.flush()
+        for i, run in enumerate(("r1", "r1", "r2")):
+            session.add(AssetEvent(asset_id=asset.id, source_dag_id="views_test_dag",
+                                   source_run_id=run, timestamp=t0 + dt.timedelta(minutes=i),
+                                   extra={"span": f"2026-11-0{i + 1}"}))
+    events = recent(dag_id="views_test_dag", run_id="r1")
+    assert [e["extra"]["span"] for e in events] == ["2026-11-02", "2026-11-01"]
+    assert {e["asset"] for e in events} == {"views_test_raw"}
+    assert len(recent(dag_id="views_test_dag")) == 3
