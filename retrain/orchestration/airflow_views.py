@@ -22,7 +22,7 @@ import datetime as dt
 import html
 import json
 from pathlib import Path
-from typing import Callable
+from typing import Annotated, Callable
 
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
 from airflow.api_fastapi.core_api.security import requires_access_asset, requires_access_dag
@@ -153,12 +153,12 @@ def _page(title: str, body: str) -> str:
 @app.get("/runs/{dag_id}/{run_id}", response_class=HTMLResponse,
          dependencies=READ)
 def run_view(dag_id: str, run_id: str,
-             events: list[dict] = Depends(run_asset_events)) -> str:
+             events: Annotated[list[dict], Depends(run_asset_events)]) -> str:
     return run_page(dag_id, run_id, _run_folder(dag_id, run_id), events)
 
 
 @app.get("/assets", response_class=HTMLResponse, dependencies=[Depends(can_read_assets)])
-def assets_view(events: list[dict] = Depends(recent_asset_events)) -> str:
+def assets_view(events: Annotated[list[dict], Depends(recent_asset_events)]) -> str:
     return _page("asset events", "<p>The newest first; Airflow's Assets page has each "
                  "event's full extra.</p>" + asset_events_view.table(events))
 
