@@ -19,7 +19,8 @@ A non-finite number (inf) is a `bad_value` record; a Parquet column whose type i
 feature config's (text where a number belongs) fails the job: values are never parsed or
 truncated into another type. Parts are checked first (`retrain.common.rawfiles`: no
 symlink out of the raw root, no empty file) and after the read (a part that changed while
-it was read fails the job).
+it was read fails the job). One widening: an integer example id is read as its decimal
+text (`ID_KIND`), so 42 and "42" are one id everywhere.
 
 Rows travel as Arrow RecordBatches end to end (tf.Transform's TFXIO input), which is
 what makes the DirectRunner usable; the same code runs on Flink/Spark/Dataflow by
@@ -134,11 +135,25 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     return p.parse_known_args(argv)
 
 
+# The kind of the example id column in a layout: text, or an integer read as its decimal
+# text (42 -> "42"). Producers write ids either way; read as one text form, the row gets
+# the same eval bucket, sample value and duplicate count whichever they chose. A float is
+# never an id (1.0 and 1 would be one id, 1.5 something made up).
+ID_KIND = "id"
+
+
+def id_as_text(arr: pa.Array) -> pa.Array:
+    """An id column as text: integers as their decimal digits, anything else as it is
+    (the type checks refuse a float there, naming the column)."""
+    return arr.cast(pa.large_string()) if pa.types.is_integer(arr.type) else arr
+
+
 @dataclasses.dataclass(frozen=True)
 class RawLayout:
     """The raw columns the job reads, from the feature config (any other field of a
     record is ignored): kind "str", "int", "float" (null allowed: becomes NaN) or
-    "str_list" (a JSON array of strings; null or missing: no values)."""
+    "str_list" (a JSON array of strings; null or missing: no values); the example id
+    column is kind `ID_KIND` however the layout was built."""
     columns: tuple[tuple[str, str], ...]
     label: str
     example_id: str
@@ -146,6 +161,10 @@ class RawLayout:
     # The logs have no id column: `columns` leaves it out and `read_batches` adds it,
     # derived from the row (features.derived_ids).
     derived_id: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "columns", tuple(
+            (k, ID_KIND if k == self.example_id else kind) for k, kind in self.columns))
 
     @classmethod
     def of(cls, cfg) -> "RawLayout":
@@ -208,7 +227,8 @@ def arrow_schema(layout: RawLayout | None = None) -> pa.Schema:
 
 
 _ARROW_OF_KIND = {"str": pa.large_string(), "int": pa.int64(), "float": pa.float32(),
-                  "str_list": pa.large_list(pa.large_string())}
+                  "str_list": pa.large_list(pa.large_string()), ID_KIND: pa.large_string()}
+_KIND_TEXT = {ID_KIND: "str or int (the example id)"}
 
 
 def raw_schema(layout: RawLayout | None = None) -> pa.Schema:
@@ -242,6 +262,8 @@ def check_record(obj, layout: RawLayout | None = None) -> tuple[str, str] | None
             return "missing_field", f"{key} is missing or null"
         if kind == "str":
             ok = isinstance(value, str)
+        elif kind == ID_KIND:
+            ok = isinstance(value, str) or type(value) is int
         elif kind == "int":
             ok = type(value) is int and -2**63 <= value < 2**63
         elif kind == "str_list":
@@ -251,7 +273,8 @@ def check_record(obj, layout: RawLayout | None = None) -> tuple[str, str] | None
             if ok and not math.isfinite(value):
                 return "bad_value", f"{key}: {value!r} is not a finite number"
         if not ok:
-            return "wrong_type", f"{key}: expected {kind}, got {type(value).__name__} {value!r:.40}"
+            return "wrong_type", (f"{key}: expected {_KIND_TEXT.get(kind, kind)}, got "
+                                  f"{type(value).__name__} {value!r:.40}")
     if obj[layout.label] not in (0, 1):
         return "bad_value", f"{layout.label} must be 0 or 1, got {obj[layout.label]!r:.40}"
     return None
@@ -413,6 +436,8 @@ def _parse_line(line: bytes, path, lineno, start, decode, layout, columns, rejec
         value = obj.get(key)
         if value is None:
             value = nan if kind == "float" else []
+        elif kind == ID_KIND and type(value) is int:
+            value = str(value)        # as id_as_text writes a Parquet integer id
         columns[key].append(value)
     return 1
 
@@ -421,7 +446,8 @@ def _invalid_text(obj: dict, layout: RawLayout) -> tuple[str, str] | None:
     """("invalid_text", detail) for a string field holding a lone surrogate or NUL."""
     for key, kind in layout.columns:
         value = obj.get(key)
-        for v in (value if kind == "str_list" and value else [value] if kind == "str" else []):
+        for v in (value if kind == "str_list" and value else
+                  [value] if kind == "str" or (kind == ID_KIND and isinstance(value, str)) else []):
             what = invalid_text(v)
             if what:
                 return "invalid_text", f"{key} holds {what}"
@@ -437,6 +463,8 @@ def _parquet_type_fits(kind: str, t: pa.DataType) -> bool:
     only (int32 -> int64, int -> float); text is never parsed into numbers."""
     if pa.types.is_null(t):
         return True
+    if kind == ID_KIND:
+        return _parquet_type_fits("str", t) or pa.types.is_integer(t)
     if kind == "str":
         return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
     if kind == "int":
@@ -477,13 +505,16 @@ def _parquet_batches(path: str, batch_size: int, layout: RawLayout | None):
                  if not _parquet_type_fits(kinds[k], pf.schema_arrow.field(k).type)}
         if wrong:
             raise ValueError(f"{path}: column(s) of the wrong type, not cast: " + "; ".join(
-                f"{k!r} is {t}, the feature config reads {kinds[k]}" for k, t in wrong.items()))
+                f"{k!r} is {t}, the feature config reads {_KIND_TEXT.get(kinds[k], kinds[k])}"
+                for k, t in wrong.items()))
         layout.limits.check_part_bytes(path, parquet_bytes(pf.metadata))
         for batch in pf.iter_batches(batch_size=batch_size, columns=list(kinds)):
             arrays = []
             for field in schema:
                 try:
-                    arrays.append(batch.column(field.name).cast(field.type))
+                    col = batch.column(field.name)
+                    arrays.append((id_as_text(col) if kinds[field.name] == ID_KIND else col)
+                                  .cast(field.type))
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
                     raise ValueError(f"{path}: column {field.name!r} of type "
                                      f"{batch.column(field.name).type} is not {field.type}: {e}") from e
@@ -493,7 +524,7 @@ def _parquet_batches(path: str, batch_size: int, layout: RawLayout | None):
                     missing = _or(missing, arr.is_null())
                 if kinds[field.name] == "float":
                     bad_value = _or(bad_value, pc.fill_null(pc.is_inf(arr), False))
-                if kinds[field.name] in ("str", "str_list"):
+                if kinds[field.name] in ("str", "str_list", ID_KIND):
                     oversize = _or(oversize, _oversize_rows(arr, layout.limits.max_value_bytes))
             rejects = []
             table = pa.RecordBatch.from_arrays(arrays, schema=schema)
@@ -850,7 +881,8 @@ class AnalysisSet:
 
 # Bump when parsing/cleaning or the held-out split changes which rows a part yields (it
 # invalidates cached analyses). 2: the split's hash became FNV-1a (components.ctr.features).
-PARSER_VERSION = 2
+# 3: integer example ids are read (as text), where their rows were refused.
+PARSER_VERSION = 3
 
 
 def analysis_sets(files: dict[dt.date, list[str]], span: dt.date, eval_percent: int,

@@ -18,7 +18,9 @@ CombineFn. What it keeps is bounded by configuration, not by the span's size:
   with a few examples (a record it cannot parse is not a row of the span).
 
 JSONL fields the feature config does not name come along as text, so the schema rule
-sees every column, as it does for Parquet. Parts are checked as preprocessing checks
+sees every column, as it does for Parquet. An integer example id is read as its decimal
+text, as preprocessing reads it, so duplicates, overlap and the sample see the ids the
+eval split hashes (and the type rule takes it). Parts are checked as preprocessing checks
 them (`retrain.common.rawfiles`): none outside the raw root, none empty, none changed
 while read.
 
@@ -365,10 +367,15 @@ class ReadBatches(beam.DoFn):
 
     def process(self, item):
         span, path, row_group = item
+        from beam_jobs.preprocess_ctr import id_as_text, with_derived_id
         for name, key, batch, rejects in self._batches(path, row_group):
             if self.derived_id:   # ids derived as the reader does (compared within stats only)
-                from beam_jobs.preprocess_ctr import with_derived_id
                 batch = with_derived_id(batch, [k for k, _ in self.columns], self.example_id)
+            elif self.example_id in batch.schema.names:
+                # the id as preprocessing reads it (integers as text): duplicates, overlap
+                # and the sample see the ids the eval split hashes
+                i = batch.schema.get_field_index(self.example_id)
+                batch = batch.set_column(i, self.example_id, id_as_text(batch.column(i)))
             yield span, (name, key, batch, rejects)
 
     def _batches(self, path: str, row_group: int):

@@ -308,7 +308,8 @@ class FeatureConfig:
         """Every raw column the pipeline reads -> "str" | "int" | "float" | "str_list".
 
         Order: example id, label, then the features. The label is "int" with values 0/1;
-        "float" columns may hold nulls (read as NaN); the others may not."""
+        "float" columns may hold nulls (read as NaN); the others may not. The id is "str"
+        as the pipeline sees it: the readers take an integer id column as its decimal text."""
         out = {self.example_id: "str", self.label: "int"}
         out.update({f.name: f.raw_type for f in self.features})
         return out

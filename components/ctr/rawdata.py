@@ -45,7 +45,8 @@ def read_eval_rows(span_dir: str | Path, eval_percent: int, cfg=None) -> pa.Tabl
 
 
 def read_rows_by_id(span_dir: str | Path, example_ids: list[str], cfg=None) -> pa.Table:
-    """The span's rows with these example ids, in the given order (all must exist)."""
+    """The span's rows with these example ids, in the given order (all must exist). Ids
+    are text, as the readers give them (an integer id column as its decimal digits)."""
     cfg = cfg or _default_config()
     table = read_span(span_dir, cfg)
     wanted = pa.array(example_ids, pa.large_string())

@@ -315,11 +315,14 @@ def suggest(prof, *, label=None, text=None, id_column=None) -> tuple[dict, list[
     id_col, why = _id(prof, id_column, label)
     doc: dict = {"name": "suggested", "description": f"Suggested from {prof.raw_root}",
                  "label": (label, "only 0 and 1 in the days read")}
-    if id_col and prof.columns[id_col].kind != "str":
-        notes.append(f"id column {id_col!r} holds integers; CTR ids are strings, so it is "
-                     "declared under validation.extra_columns and ids are derived")
+    id_kind = prof.columns[id_col].kind if id_col else None
+    if id_col and id_kind not in ("str", "int"):
+        notes.append(f"id column {id_col!r} holds {id_kind} values; CTR ids are strings or "
+                     "integers, so it is declared under validation.extra_columns and ids "
+                     "are derived")
         id_col = None
-        doc["#id"] = "example_id left out: the id column holds integers, ids are derived."
+        doc["#id"] = (f"example_id left out: the id column holds {id_kind} values, ids are "
+                      "derived.")
     elif id_col:
         doc["example_id"] = (id_col, why)
     else:
@@ -330,7 +333,8 @@ def suggest(prof, *, label=None, text=None, id_column=None) -> tuple[dict, list[
     if not features:
         raise ValueError(f"the days read under {prof.raw_root} hold no column to use as a "
                          "feature beside the label and the id")
-    _check_types(prof, {label: "int", **({id_col: "str"} if id_col else {}),
+    # an integer id of any width is read as its text: no type to check
+    _check_types(prof, {label: "int", **({id_col: "str"} if id_kind == "str" else {}),
                         **{f["name"][0]: _raw_type(f) for f in features},
                         **{k: v[0] for k, v in extra.items()}}, notes)
     doc["features"] = features

@@ -341,6 +341,46 @@ def test_no_eval_row_of_any_day_is_a_training_row_of_any_day(tmp_path):
             assert not evals[a] & train[b], (a, b)
 
 
+def test_integer_ids_give_the_split_of_their_text(tmp_path):
+    """A log whose id column holds integers (int64 Parquet one day, JSON numbers the next)
+    is preprocessed as it is: the same train and eval rows as the same log with its ids
+    written as strings, because the split hashes the id's decimal text."""
+    from beam_jobs import preprocess_ctr
+
+    config = tmp_path / "rows.json"
+    config.write_text(json.dumps(ROW_ID_CONFIG))
+    days, runs = ("2026-03-01", "2026-03-02"), {}
+    for as_text in (False, True):
+        raw = tmp_path / f"raw-{'text' if as_text else 'ints'}"
+        for d, day in enumerate(days):
+            part = raw / f"dt={day}"
+            part.mkdir(parents=True)
+            rows = [{"event_id": str(n) if as_text else n, "clicked": int(n % 3 == 0),
+                     "row": n, "x": n % 17 * 1.0} for n in range(d * 300, d * 300 + 300)]
+            if d == 0:
+                pq.write_table(pa.Table.from_pylist(rows), part / "part-00000.parquet")
+            else:
+                (part / "part-00000.jsonl").write_text("".join(json.dumps(r) + "\n"
+                                                               for r in rows))
+            (part / "_SUCCESS").touch()
+        out = tmp_path / f"out-{as_text}"
+        summary = preprocess_ctr.run(
+            ["--raw-root", str(raw), "--span", days[-1], "--window-days", "2",
+             "--eval-percent", str(EVAL_PERCENT), "--feature-config", str(config),
+             "--output-dir", str(out)])
+        runs[as_text] = ({k: summary[k] for k in ("rows_in", "rows_train", "rows_eval",
+                                                  "rows_held_out", "rows_rejected")},
+                         sorted(read_split(str(out), "train")["row_xf"].tolist()),
+                         sorted(read_split(str(out), "eval")["row_xf"].tolist()))
+    assert pq.read_schema(tmp_path / "raw-ints" / f"dt={days[0]}" / "part-00000.parquet").field(
+        "event_id").type == pa.int64()
+    assert runs[False] == runs[True]
+    counts, _, evals = runs[False]
+    assert counts["rows_in"] == 600 and counts["rows_rejected"] == 0
+    assert evals == [n for n in range(300, 600) if F.is_eval(str(n), EVAL_PERCENT)]
+    assert 0 < len(evals) < 300
+
+
 def test_the_marker_commit_writes_the_same_output_without_a_rename(home, preprocessed,
                                                                   tmp_path, monkeypatch):
     """--output-commit=marker, as on gs:// / s3:// (where a folder cannot be renamed): the

@@ -86,6 +86,27 @@ def test_parquet_without_an_id_column_leaves_example_id_out(ctr_days, tmp_path):
                                               "ad_id", "slot", "tags", "query"}
 
 
+def test_a_unique_integer_id_column_is_the_ctr_id_and_passes_validation(ctr_days, tmp_path):
+    """CTR readers take an integer id as its text: the column is named, not derived."""
+    from components.ctr.validate import ValidateSpec, run as validate
+
+    raw = tmp_path / "raw"
+    _to_parquet(ctr_days, raw)
+    for k, part in enumerate(sorted(raw.glob("dt=*/part-00000.parquet"))):
+        t = pq.read_table(part)
+        ids = pa.array(range(k * 10_000, k * 10_000 + t.num_rows), pa.int64())
+        pq.write_table(t.set_column(t.schema.get_field_index("event_id"), "event_id", ids), part)
+    text, family, notes = cs.suggest(str(raw), days=3)
+    cfg = fc.loads(text)
+    assert family == "ctr" and cfg.example_id == "event_id" and not cfg.derived_id
+    assert not [n for n in notes if "event_id" in n]
+    out = tmp_path / "suggested.yaml"
+    out.write_text(text)
+    result = validate(ValidateSpec(span_dir=str(raw / "dt=2026-12-03"),
+                                   out_dir=str(tmp_path / "validation"), feature_config=str(out)))
+    assert result["gate"] == "passed"
+
+
 def test_text_family_is_guessed_and_passes_text_validation(tmp_path, capsys):
     from components.text.validate import TextValidateSpec, run as validate
 

@@ -124,6 +124,30 @@ def test_type_change(home):
     assert "observed 'string'" in msg
 
 
+def test_an_integer_id_column_passes_and_a_float_one_is_a_type_error(home):
+    """A producer writing the id as int64 rewrites nothing: the id is read as its decimal
+    text, so the type rule takes it and the duplicate rules count the text (the same id
+    written as a string in another part is a duplicate). A float id is still refused."""
+    df = read_day(home)
+    ids = np.arange(len(df), dtype=np.int64) + 10**12
+    write_day(home, df.assign(**{F.EXAMPLE_ID_KEY: ids}))
+    assert pq.read_schema(span_of(home) / "part-00000.parquet").field(
+        F.EXAMPLE_ID_KEY).type == pa.int64()
+    result = run(spec_for(home))
+    assert result["gate"] == "passed" and result["rows"] == ROWS
+    summary = json.loads(open(result["report"]).read())
+    assert summary["types"][F.EXAMPLE_ID_KEY] == ["string"]
+    assert summary["statistics_table"]["example_id__duplicate_rate"] == 0
+    write_day(home, df.assign(**{F.EXAMPLE_ID_KEY: ids.astype(str)}), "part-00001.parquet")
+    _, summary = expect_failure(home, "duplicates:example_id", run_id="r2")
+    assert summary["statistics_table"]["example_id__duplicate_rate"] == pytest.approx(0.5)
+    (span_of(home) / "part-00001.parquet").unlink()
+    write_day(home, df.assign(**{F.EXAMPLE_ID_KEY: ids + 0.5}))
+    msg, _ = expect_failure(home, f"type:{F.EXAMPLE_ID_KEY}", run_id="r3")
+    assert f"Arrow type of {F.EXAMPLE_ID_KEY} is string (or integer) in every part: " \
+           "observed 'double'" in msg
+
+
 def test_null_rate_jump(home):
     df = read_day(home)
     df.loc[df.index[: ROWS // 2], "price"] = np.nan
