@@ -568,6 +568,7 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
         rows, click_rate, counts, validation_rows = window_stats(train_pattern, feature_spec,
                                                                  fcfg)
         validation_percent = 0
+    stats_seconds = time.time() - started      # the counting pass (retrain plan models it)
     priors = _prior_weights(spec, cfg, counts)
     budget_examples, total_steps = train_budget(spec, rows)
     log.info("budget: %d examples = %d steps of %d over %d training rows (%.1f passes)%s",
@@ -802,7 +803,8 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
         "cluster": {"ps": num_ps, "workers": num_workers} if distributed else None,
         "epochs": spec.epochs, "train_rows": rows, "train_click_rate": round(click_rate, 6),
         "spec": dataclasses.asdict(spec),
-        "loop_seconds": round(loop_seconds, 2), "examples_per_second": round(examples_per_second, 1),
+        "stats_seconds": round(stats_seconds, 2), "loop_seconds": round(loop_seconds, 2),
+        "examples_per_second": round(examples_per_second, 1),
         "total_steps": total_steps, "steps_run": step, "resumed_from_step": resumed_from,
         "budget_examples": budget_examples,
         "early_stopping": {"validation_percent": validation_percent,
@@ -820,6 +822,7 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
     result = {"artifact_dir": str(Path(spec.out_dir)), "total_steps": total_steps,
               "steps_run": step, "best_step": stopper.best_step, "resumed_from_step": resumed_from,
               "examples_per_second": summary["examples_per_second"],
+              "stats_seconds": summary["stats_seconds"], "loop_seconds": summary["loop_seconds"],
               "checkpoint_dir": str(ckpt_dir)}
     if not spec.export:
         # No copy to the coordinator (a table may not fit there), so no evaluation either.

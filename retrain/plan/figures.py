@@ -76,6 +76,7 @@ class Figures:
     validate_rate: Figure       # rows/s per core
     validate_startup: Figure
     train_rate: Figure          # examples/s per worker
+    train_count_rate: Figure    # training rows/s of the trainer's counting pass
     train_startup: Figure
     ps_runtime_mb: Figure
     ps_peak_factor: Figure
@@ -86,6 +87,36 @@ class Figures:
 
     def all(self) -> dict[str, Figure]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def _train_figures(bench: Path, window_rows: float) -> dict[str, Figure]:
+    """Training's figures from the run `retrain plan --check` makes, measured at other
+    sizes (bench/train_sweep.py): the trainer's counting pass and loop each on the piece of
+    its curve around the plan's size; start-up is the rest of the wall time."""
+    sw = _read(bench, n := "train_sweep.json")
+    pts = [p for p in _key(sw, n, "points") if isinstance(p, dict)]
+    share = sum(_num(p, n, "train_rows") / _num(p, n, "window_rows") for p in pts) / max(
+        len(pts), 1)
+    rows = window_rows * share
+    count_slope, count_icpt, i = segment([(_num(p, n, "train_rows"), _num(p, n, "stats_s"))
+                                          for p in pts], rows)
+    loop_slope, loop_icpt, j = segment([(_num(p, n, "examples"), _num(p, n, "loop_s"))
+                                        for p in pts], rows)
+    if count_slope <= 0 or loop_slope <= 0:
+        raise PlanError(f"benchmark result {n}: points give no positive counting or loop rate")
+    starts = sorted(_num(p, n, "startup_s") for p in pts)
+    startup = max(0.0, starts[len(starts) // 2] + count_icpt + loop_icpt)
+    piece = lambda k: (f"the piece between points[{k}] and points[{k + 1}] by size"  # noqa: E731
+                       " (1 ps + 1 worker)")
+    return {
+        "train_rate": Figure(1 / loop_slope, "examples/s per worker",
+                             f"bench/results/{n} points[*].examples, .loop_s: {piece(j)}"),
+        "train_count_rate": Figure(1 / count_slope, "rows/s",
+                                   f"bench/results/{n} points[*].train_rows, .stats_s: "
+                                   f"{piece(i)}"),
+        "train_startup": Figure(startup, "s", f"bench/results/{n} median of points[*]."
+                                f"startup_s (wall - counting - loop) + both pieces' "
+                                f"intercepts")}
 
 
 def load_figures(window_days: int, optimizer: str, window_rows: float,
@@ -136,17 +167,14 @@ def load_figures(window_days: int, optimizer: str, window_rows: float,
            and p.get("optimizer") == measured]
     if not pts:
         raise PlanError(f"benchmark result {n}: no points[optimizer={measured}]")
-    batch = _num(ps, n, "batch_size")
-    slow = max(pts, key=lambda p: _num(p, n, "step_ms"))
-    at = f"points[optimizer={measured}, table_rows={int(_num(slow, n, 'table_rows'))}]"
-    f["train_rate"] = Figure(batch * 1000 / _num(slow, n, "step_ms"), "examples/s per worker",
-                             f"bench/results/{n} batch_size / {at}.step_ms (the slowest "
-                             f"{measured} point; 1 ps + 1 worker)")
-    starts = sorted(_num(p, n, "wall_s_incl_startup") - _num(p, n, "steps")
-                    * _num(p, n, "step_ms") / 1000 for p in pts)
-    f["train_startup"] = Figure(starts[len(starts) // 2], "s",
-                                f"bench/results/{n} points[optimizer={measured}]: median of "
-                                f"wall_s_incl_startup - steps * step_ms")
+    f.update(_train_figures(bench, window_rows))
+    if measured == "adam":      # the sweep trains with lazy Adam; dense Adam steps slower
+        slowest = lambda o: max(_num(p, n, "step_ms") for p in _key(ps, n, "points")  # noqa
+                                if isinstance(p, dict) and p.get("optimizer") == o)
+        factor = slowest("lazy_adam") / slowest("adam")
+        rate = f["train_rate"]
+        f["train_rate"] = Figure(rate.value * factor, rate.unit, f"{rate.source} x {factor:.2f}"
+                                 f" (bench/results/{n} slowest lazy_adam / adam step_ms)")
     f["ps_runtime_mb"] = Figure(_num(ps, n, measured, "ps_runtime_mb"), "MB",
                                 f"bench/results/{n} {measured}.ps_runtime_mb")
     f["ps_peak_factor"] = Figure(_num(ps, n, measured, "ps_peak_over_weights_and_slots_largest"),

@@ -133,8 +133,7 @@ def _steps(spec: PlanSpec, fig: Figures, fcfg, default_cfg) -> tuple[dict[str, S
                  True),)),
         "train": Step("train", fig.train_startup.value, "train_startup", tuple(
             [Part("counting pass over the training rows (window_stats, coordinator)",
-                  train_rows, fig.train_rate.value, "train_rate",
-                  ", assumed for this pass", False),
+                  train_rows, fig.train_count_rate.value, "train_count_rate", "", False),
              Part("training examples (the budget)", examples, fig.train_rate.value,
                   "train_rate", "", True)]
             + ([Part("export's pass over the eval split (coordinator)",
@@ -262,10 +261,10 @@ def assumptions(fig: Figures, spec: PlanSpec, optimizer: str) -> list[dict]:
          f"{USABLE_MEMORY:.0%} of its memory",
          f"{fig.ps_runtime_mb.source}, {fig.ps_peak_factor.source}; the "
          f"{1 - USABLE_MEMORY:.0%} kept for the OS is assumed"),
-        ("The coordinator's counting pass and the export's eval pass read at one worker's "
-         "rate; evaluation scores at the one-process training rate",
-         "assumed: neither is benchmarked (components/ctr/window_stats.py, "
-         "components/ctr/evaluate.py)"),
+        ("The coordinator's counting pass reads at its rate measured on 1 ps + 1 worker "
+         "runs; the export's eval pass and evaluation score at the one-process training "
+         "rate", f"{fig.train_count_rate.source}; scoring assumed: not benchmarked "
+         "(components/ctr/evaluate.py)"),
         ("Training runs its whole budget (passes x training rows); early stopping only "
          "shortens it", "components/ctr/ps_train.py train_budget"),
     ]

@@ -203,3 +203,32 @@ def test_the_check_compares_with_the_fastest_run():
     assert P._compare(13.0, 10.0) == {"predicted_s": 13.0, "measured_s": 10.0,
                                       "error_percent": 30.0}
     assert P._compare(6.5, 10.0)["error_percent"] == -35.0
+
+
+def test_training_figures_come_from_the_sweep_of_the_checked_run(tmp_path):
+    """Counting pass, loop and start-up each from bench/results/train_sweep.json: the rate
+    is 1 / slope of the piece around the plan's size, start-up the rest of the wall."""
+    def sweep(doc):
+        doc["points"] = [
+            {"window_rows": 1e5, "train_rows": 8e4, "examples": 8e4, "stats_s": 2.0,
+             "loop_s": 4.0, "startup_s": 10.0},
+            {"window_rows": 1e6, "train_rows": 8e5, "examples": 8e5, "stats_s": 6.0,
+             "loop_s": 22.0, "startup_s": 12.0},
+            {"window_rows": 1e7, "train_rows": 8e6, "examples": 8e6, "stats_s": 38.0,
+             "loop_s": 182.0, "startup_s": 14.0}]
+    bench = _bench_copy(tmp_path, "train_sweep.json", sweep)
+    f = P.load_figures(3, "lazy_adam", 5e5, bench).all()
+    assert f["train_count_rate"].value == pytest.approx(8e4 / (4.0 * 8e4 / 7.2e5))
+    assert f["train_rate"].value == pytest.approx(7.2e5 / 18.0)
+    # start-up: median 12 s + the intercepts of both first pieces
+    icpt_count, icpt_loop = 2.0 - 4.0 / 7.2e5 * 8e4, 4.0 - 18.0 / 7.2e5 * 8e4
+    assert f["train_startup"].value == pytest.approx(12.0 + icpt_count + icpt_loop)
+    assert "train_sweep.json" in f["train_rate"].source
+    big = P.load_figures(3, "lazy_adam", 5e7, bench).all()        # the last piece
+    assert big["train_rate"].value == pytest.approx(7.2e6 / 160.0)
+    # A slower sweep means more training workers for the same plan.
+    spec = P.PlanSpec(rows_per_day=10**9)
+    slow = _bench_copy(tmp_path / "slow", "train_sweep.json", lambda d: [
+        p.update(loop_s=p["loop_s"] * 4) for p in d["points"]])
+    n = lambda s: s.machines or s.machines_if_distributed  # noqa: E731
+    assert n(_stage(P.plan(spec, slow), "train")) > n(_stage(P.plan(spec), "train"))
