@@ -42,6 +42,7 @@ import psutil
 import pytest
 
 from components.ctr.generate import GenerateSpec, run as generate
+from retrain.common import paths
 from retrain.common.registry import Registry
 from components.text.load import LoadTextSpec, run as load_text
 from retrain.orchestration.stack import Stack, StackSpec
@@ -338,13 +339,13 @@ def test_a_user_trains_and_backfills_from_the_ui(airflow_server, page):
     page.find(css="input[name='password']").send_keys(airflow_server["password"])
     page.button("Sign in").click()
     page.wait_for("the home page", lambda _: "/auth/login" not in page.driver.current_url)
-    # The text DAG's daily run (its defaults, on 180 reviews a day) goes on meanwhile on
-    # whichever worker is free; test_the_text_daily_run_succeeds_on_the_stack follows it.
-    api.call("PATCH", f"/api/v2/dags/{TEXT_DAG_ID}", {"is_paused": False})
     # Recommendations follow every publish (the CTR model Asset schedules them).
     api.call("PATCH", f"/api/v2/dags/{RECS_DAG_ID}", {"is_paused": False})
 
-    # Both DAGs are listed and open; each Trigger form can be submitted as it opens.
+    # Both DAGs are listed and open; each Trigger form can be submitted as it opens. The
+    # text DAG's is: its manual run (no span: the newest delivered day) and the scheduled
+    # run the unpause makes go on meanwhile on whichever worker is free;
+    # test_the_text_daily_run_succeeds_on_the_stack follows them.
     page.open("/dags")
     page.wait_for("both DAGs", lambda t: DAG_ID in t and TEXT_DAG_ID in t)
     for dag_id, task in ((TEXT_DAG_ID, "finetune"), (DAG_ID, "preprocess")):
@@ -354,7 +355,10 @@ def test_a_user_trains_and_backfills_from_the_ui(airflow_server, page):
         submit = page.button("Trigger", within="//*[@role='dialog']")
         assert submit.is_enabled(), f"{dag_id}: the Trigger form cannot be submitted as it opens"
         if dag_id == TEXT_DAG_ID:
-            page.find(css="[role='dialog'] button[aria-label='Close']").click()
+            submit.click()
+            page.wait_for("the text DAG's manual run", lambda _: [
+                r for r in api.call("GET", f"/api/v2/dags/{TEXT_DAG_ID}/dagRuns")["dag_runs"]
+                if r["run_type"] == "manual"], reload_every=10)
 
     # One param changed, then Trigger; "unpause on trigger" is ticked as the form opens.
     from selenium.webdriver.common.by import By
@@ -476,6 +480,13 @@ def test_a_user_trains_and_backfills_from_the_ui(airflow_server, page):
         extras = {e["source_run_id"]: e["extra"] for e in events(asset)}
         assert set(runs) <= set(extras), (asset, sorted(extras))
         assert all(x.get("fingerprint") and x.get("span") for x in extras.values()), extras
+    # ... and shown without a click: the "Retrain assets" page lists every event with its
+    # span and fingerprint in columns.
+    raw = next(iter(extras.values()))
+    page.open("/retrain/assets")
+    page.wait_for("asset events with span and fingerprint",
+                  lambda t: raw["fingerprint"] in t and raw["span"] in t)
+    page.shot("ui-asset-events.png")
 
 
 def _wait_for_task(server, run_id: str, task_id: str, states: tuple[str, ...]) -> str:
@@ -486,7 +497,8 @@ def _wait_for_task(server, run_id: str, task_id: str, states: tuple[str, ...]) -
         state = {t["task_id"]: t["state"] for t in tis}.get(task_id)
         if state in states:
             return state
-        assert state not in ("failed", "upstream_failed"), _failure_report(server)
+        assert state not in ("failed", "upstream_failed", "skipped"), (
+            f"{task_id} of {run_id} is {state}", _failure_report(server))
         assert time.time() < deadline, f"{task_id} of {run_id} stayed {state}"
         time.sleep(3)
 
@@ -515,8 +527,12 @@ def test_a_person_approves_and_rejects_a_candidate_in_required_actions(airflow_s
     before = registry.current("ctr")["version"]
 
     def trigger() -> str:
+        # A gate rejection is never put to a person, and a 1-epoch candidate may lose to
+        # the published model: the operator's override blesses it, then the person decides.
         return api.call("POST", f"/api/v2/dags/{DAG_ID}/dagRuns", {
-            "logical_date": None, "conf": {"epochs": 1, "approval": "always"}})["dag_run_id"]
+            "logical_date": None, "conf": {
+                "epochs": 1, "approval": "always",
+                "force_bless_reason": "browser test: the person decides"}})["dag_run_id"]
 
     approved = trigger()
     assert _wait_for_task(airflow_server, approved, "approve", ("awaiting_input",))
@@ -552,7 +568,7 @@ def test_a_person_approves_and_rejects_a_candidate_in_required_actions(airflow_s
     assert len(boxes) >= 5, len(boxes)
     page.shot("ui-lineage-graph.png")
     raw = next(b for b in boxes if "raw_span" in b.text)
-    page.driver.get(raw.get_attribute("href"))
+    raw.click()                 # an SVG link, followed inside the tab's frame
     page.wait_for("a raw day's own page", lambda t: "raw_span" in t and "fingerprint" in t)
     page.driver.switch_to.default_content()
 
@@ -601,26 +617,36 @@ def test_the_text_runs_report_opens_from_its_retrain_tab(airflow_server, page):
 
 
 def test_the_text_daily_run_succeeds_on_the_stack(airflow_server):
-    """The text DAG's scheduled run (unpaused in the UI test) on a small slice of reviews:
-    fine-tuning runs in the ML environment, handed over by a worker without TensorFlow."""
+    """The text DAG's runs of the UI test, its form submitted as it opened (a manual run)
+    and the scheduled run of the unpause, on a small slice of reviews: both succeed on the
+    newest delivered day; fine-tuning runs in the ML environment, handed over by a worker
+    without TensorFlow."""
     api = airflow_server["api"]
     deadline = time.time() + RUN_TIMEOUT
     while True:
         runs = api.call("GET", f"/api/v2/dags/{TEXT_DAG_ID}/dagRuns")["dag_runs"]
-        if runs and runs[0]["state"] in ("success", "failed"):
+        if len(runs) >= 2 and all(r["state"] in ("success", "failed") for r in runs):
             break
-        assert time.time() < deadline, f"the text run did not finish: {runs}"
+        assert time.time() < deadline, f"the text runs did not finish: {runs}"
         time.sleep(5)
-    (run,) = runs
-    tis = api.call("GET", f"/api/v2/dags/{TEXT_DAG_ID}/dagRuns/{run['dag_run_id']}"
-                          "/taskInstances")["task_instances"]
-    states = {t["task_id"]: t["state"] for t in tis}
-    assert run["state"] == "success", (states, _failure_report(airflow_server, TEXT_DAG_ID))
-    assert states["finetune"] == "success" and states["evaluate"] == "success", states
+    assert {r["run_type"] for r in runs} == {"manual", "scheduled"}, runs
     span = (airflow_server["today"] - dt.timedelta(days=1)).isoformat()
-    (run_dir,) = (airflow_server["home"] / "runs" / "text" / f"dt={span}").iterdir()
-    assert (run_dir / "model" / "saved_model.pb").is_file()
-    assert json.loads((run_dir / "run_summary.json").read_text())["span"] == span
+    for run in runs:
+        tis = api.call("GET", f"/api/v2/dags/{TEXT_DAG_ID}/dagRuns/{run['dag_run_id']}"
+                              "/taskInstances")["task_instances"]
+        states = {t["task_id"]: t["state"] for t in tis}
+        assert run["state"] == "success", (states, _failure_report(airflow_server,
+                                                                   TEXT_DAG_ID))
+        assert states["finetune"] == "success" and states["evaluate"] == "success", states
+        run_dir = (airflow_server["home"] / "runs" / "text" / f"dt={span}"
+                   / paths.safe_run_id(run["dag_run_id"]))
+        summary = json.loads((run_dir / "run_summary.json").read_text())
+        assert summary["span"] == span
+        # The second run of the same day and inputs reuses the first one's model, saying so.
+        model = Path(summary["train"]["model_dir"])
+        assert (model / "saved_model.pb").is_file(), summary["train"]
+        assert model.parent == run_dir or summary["train"]["reused_from"]["dag_id"] == (
+            TEXT_DAG_ID), summary["train"]
 
 
 def test_tasks_ran_on_both_worker_hosts_and_their_logs_read_through_the_api(airflow_server):
