@@ -296,10 +296,11 @@ def test_every_stack_socket_listens_on_the_stacks_own_addresses(airflow_server):
 
 
 def test_the_run_views_need_a_login(airflow_server):
-    """The plugin's pages (reports, Data Docs, lineage) are behind Airflow's own login."""
+    """The plugin's pages (reports, Data Docs, lineage, asset events) are behind Airflow's
+    own login."""
     base = f"{airflow_server['url']}/retrain"
     for path in (f"/runs/{DAG_ID}/any_run", f"/runs/{DAG_ID}/any_run/files/run_summary.json",
-                 "/lineage/ctr/1"):
+                 "/lineage/ctr/1", "/lineage/ctr/1/artifacts/any", "/assets"):
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(base + path, timeout=30)
         assert e.value.code in (401, 403), path

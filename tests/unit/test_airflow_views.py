@@ -133,3 +133,17 @@ def test_recent_reads_airflows_asset_events(airflow_home):
     assert [e["extra"]["span"] for e in events] == ["2026-11-02", "2026-11-01"]
     assert {e["asset"] for e in events} == {"views_test_raw"}
     assert len(recent(dag_id="views_test_dag")) == 3
+
+
+def test_every_view_refuses_an_anonymous_request(airflow_home, tmp_path, monkeypatch):
+    """Airflow's own checks, not replaced here: no token, no page (the browser test checks
+    the same on the stack, logged out)."""
+    from retrain.orchestration import airflow_views
+
+    monkeypatch.setenv("RETRAIN_HOME", str(tmp_path))
+    assert not airflow_views.app.dependency_overrides
+    anonymous = TestClient(airflow_views.app)
+    for path in ("/assets", f"/runs/ctr_daily_retrain/{RUN}",
+                 f"/runs/ctr_daily_retrain/{RUN}/files/run_summary.json", "/lineage/ctr/1",
+                 "/lineage/ctr/1/artifacts/any"):
+        assert anonymous.get(path).status_code == 401, path
