@@ -212,7 +212,13 @@ class TextConfig:
         record can never sit in both the train and the eval split."""
         if self.example_id:
             value = row.get(self.example_id)
-            return None if value is None else str(value)
+            if value is None:
+                return None
+            if isinstance(value, bool) or not isinstance(value, (str, int)):
+                # as the CTR readers: 1.0 and 1 would be one id, 1.5 a made-up one
+                raise ValueError(f"example_id column {self.example_id!r} holds a "
+                                 f"{type(value).__name__}: ids are text or integers")
+            return str(value)
         content = json.dumps([row.get(c) for c in self.content_columns()],
                              ensure_ascii=False, default=str, separators=(",", ":"))
         return "h" + hashlib.sha256(content.encode("utf-8")).hexdigest()[:24]

@@ -116,7 +116,10 @@ def _read_span(parts: list[Path], cfg: T.TextConfig):
                 if v is not None and not isinstance(v, str):
                     seen = not_text.setdefault(c, [0, f"{v!r:.40} ({type(v).__name__})"])
                     seen[0] += 1
-        rows += [_canonical(r, cfg) for r in raw]
+        try:
+            rows += [_canonical(r, cfg) for r in raw]
+        except ValueError as e:     # an id that is no id (a float): the part is refused
+            raise BadData(f"{part}: {e}") from None
     missing = [c for c in cfg.raw_columns() if c not in set(cols or ())] if rows else []
     frame = pd.DataFrame(rows, columns=["example_id", "text", *(t.name for t in cfg.tasks)])
     return frame, missing, diffs, not_text

@@ -133,6 +133,9 @@ def test_ids_are_the_id_column_as_text_or_derived_from_the_record():
     named = T.from_dict({"example_id": "ticket", "text": "body", "tasks": tasks})
     assert named.id_of({"ticket": 1234, "body": "x"}) == "1234"          # integer ids
     assert named.id_of({"body": "x"}) is None                             # validation says so
+    for bad in (12.0, 1.5, True):                    # never an id, as in the CTR readers
+        with pytest.raises(ValueError, match="'ticket' holds a (float|bool)"):
+            named.id_of({"ticket": bad, "body": "x"})
     derived = T.from_dict({"text_template": "{subject}. {body}", "tasks": tasks})
     assert derived.example_id is None
     assert derived.raw_columns() == ["subject", "body", "team"]

@@ -218,3 +218,29 @@ def test_a_number_in_a_text_column_is_named_not_read_as_text(tmp_path):
     assert (first["rule"], first["observed"]) == (
         "text_type:subject", "30 value(s) are not text, e.g. 1.5 (float)")
     assert "text_type(subject): 30 value(s) are not text" in str(e.value)
+
+
+def test_a_float_id_refuses_the_part_naming_the_file_and_column(tmp_path):
+    """Integer ids are read as their text; a float id is never an id (1.0 and 1 would be
+    one id): the part is refused, as the CTR readers refuse it, and quarantined."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from retrain.common.errors import BadData
+
+    config, span = _tickets_config_and_span(tmp_path)
+    body = [f"ticket number {i} about my account" for i in range(30)]
+    table = {"subject": ["Refund"] * 30, "body": body, "team": ["billing", "outage"] * 15}
+    pq.write_table(pa.table({"tid": list(range(30)), **table}), span / "part-0.parquet")
+    (span / "_SUCCESS").write_text("")
+    result = validate(TextValidateSpec(span_dir=str(span), out_dir=str(tmp_path / "ok"),
+                                       text_config=str(config)))
+    assert result["gate"] == "passed"                    # int64 ids, read as "0".."29"
+    pq.write_table(pa.table({"tid": [i + 0.5 for i in range(30)], **table}),
+                   span / "part-0.parquet")
+    with pytest.raises(BadData) as e:
+        validate(TextValidateSpec(span_dir=str(span), out_dir=str(tmp_path / "bad"),
+                                  text_config=str(config),
+                                  quarantine_dir=str(tmp_path / "quarantine")))
+    assert "part-0.parquet" in str(e.value) and "'tid' holds a float" in str(e.value)
+    assert "0.5" not in str(e.value)                     # no value of the file echoed
