@@ -27,7 +27,11 @@ server behind a cut link does not die, its RPCs just stall: with
 `ps_unreachable_timeout_s` the launcher dials each ps's port every second and fails the
 run (ClusterFailed; a retry resumes from the last checkpoint) once one stayed unreachable
 that long after it had answered (one that never answered fails after
-`startup_timeout_s`). A worker behind a cut link is the coordinator's business: it reschedules.
+`startup_timeout_s`). A worker behind a cut link is the coordinator's business: it reschedules
+(but TensorFlow's coordinator can also wait forever on an RPC the cut lost, which happened
+once in a 20 s worker cut here: with `stall_timeout_s` the launcher fails the run typed when
+the trainer's progress file has not moved for that long, and the retry resumes from the last
+checkpoint; set it above the time between two checkpoints).
 `routes` makes every other process dial a task at another address (a proxy in between).
 
     python -m components.ctr.cluster --spec '{"train": {"preprocess_dir": "...",
@@ -92,6 +96,7 @@ class ClusterSpec:
     # Task -> "ip:port" the other processes dial instead of its own (a proxy in between).
     routes: dict[str, str] = dataclasses.field(default_factory=dict)
     ps_unreachable_timeout_s: float = 0.0  # 0: off; see the module docstring
+    stall_timeout_s: float = 0.0  # 0: off; no new checkpointed step for this long fails the run
 
 
 def placement(spec: ClusterSpec) -> dict[str, Host]:
@@ -219,6 +224,35 @@ class _PsProbe:
         return None
 
 
+class _StallWatch:
+    """Reads the trainer's progress file once a second; `stalled()` says so once the step in
+    it has not moved for `timeout_s` since it last moved in this run (a resumed run's old
+    file does not start the clock, so start-up and restore are not counted)."""
+
+    def __init__(self, path: Path, timeout_s: float):
+        self.path, self.timeout_s = path, timeout_s
+        self.step, self.since, self.next_read = self._read(), None, 0.0
+
+    def _read(self):
+        try:
+            return json.loads(self.path.read_text()).get("step")
+        except (OSError, ValueError, AttributeError):
+            return None
+
+    def stalled(self) -> str | None:
+        now = time.time()
+        if not self.timeout_s or now < self.next_read:
+            return None
+        self.next_read = now + 1.0
+        step = self._read()
+        if step != self.step:
+            self.step, self.since = step, now
+        elif self.since is not None and now - self.since >= self.timeout_s:
+            return (f"no training progress for {self.timeout_s:g} s after step {step} "
+                    f"(the coordinator is waiting on a lost RPC)")
+        return None
+
+
 class _Proc:
     def __init__(self, name: str, cmd: list[str], env: dict, sink):
         self.name, self.cmd, self.env, self.sink = name, cmd, env, sink
@@ -306,6 +340,7 @@ def _run_cluster(spec: ClusterSpec, train: dict, sink, tmp: Path) -> dict:
                   {**base_env, "TF_CONFIG": tf_config(cluster, "chief", 0, spec.routes)}, sink)
     procs = servers + [chief]
     probe = _PsProbe(cluster, spec.ps_unreachable_timeout_s, spec.startup_timeout_s)
+    stall = _StallWatch(_progress_path(train), spec.stall_timeout_s)
     hosts = {name: h.netns for name, h in placed.items()}
 
     # Turn SIGTERM (Airflow killing the task) into an exception so `finally` tears down.
@@ -355,7 +390,7 @@ def _run_cluster(spec: ClusterSpec, train: dict, sink, tmp: Path) -> dict:
                         sink(f"[launcher] ERROR {failure}; waiting for the coordinator to fail")
             if failure and ("memory" in failure or "more than" in failure):
                 break
-            lost = probe.lost()
+            lost = probe.lost() or stall.stalled()
             if lost:
                 failure = failure or lost
                 sink(f"[launcher] ERROR {lost}: failing the run")
@@ -390,6 +425,14 @@ def _run_cluster(spec: ClusterSpec, train: dict, sink, tmp: Path) -> dict:
          f"peak private (anonymous) MB {private}; "
          f"worker restarts {restarts or 0}")
     return result
+
+
+def _progress_path(train: dict) -> Path:
+    """Where the trainer records its last checkpointed step (components.ctr.ps_train)."""
+    from components.ctr.ps_train import PROGRESS_FILE, PsTrainSpec, checkpoint_dir
+    names = {f.name for f in dataclasses.fields(PsTrainSpec)}
+    return checkpoint_dir(PsTrainSpec(**{k: v for k, v in train.items() if k in names})) / \
+        PROGRESS_FILE
 
 
 def _write_status(path, cluster, procs, hosts=None, routes=None) -> None:

@@ -31,6 +31,7 @@ pytestmark = pytest.mark.integration
 BASE = {"batch_size": 256, "steps_per_execution": 4, "validation_percent": 0}
 PS_UNREACHABLE_S = 8       # the launcher fails the run once a ps stayed unreachable this long
 WORKER_CUT_S = 20
+STALL_S = 90                # no checkpointed step for this long: the launcher fails the run
 RATE = "20mbit"            # the slow path: both directions of the worker host's link
 
 
@@ -144,12 +145,15 @@ def test_slow_lossy_path_to_the_worker_host_completes(net, preprocessed, tmp_pat
 
 def test_worker_host_cut_off_for_20s_run_finishes_its_budget(net, preprocessed, tmp_path):
     """The coordinator's worker-failure handling waits for the worker host to come back
-    and reschedules: no process is restarted, no step is skipped."""
-    from components.ctr.cluster import run
+    and reschedules: no process is restarted, no step is skipped. TensorFlow's coordinator
+    can instead wait forever on an RPC the cut lost (it did once in CI): then the launcher's
+    stall watch fails the run typed, and the task's retry resumes from the last checkpoint
+    and finishes the budget. Either way: the whole budget, no step lost, no hang."""
+    from components.ctr.cluster import ClusterFailed, run
     from retrain.common.netfaults import set_link
 
     spec = _spec(net, preprocessed, tmp_path, {"epochs": 3, "checkpoint_every_steps": 8,
-                                               "export": False})
+                                               "export": False}, stall_timeout_s=STALL_S)
     ckpt = tmp_path / "model_checkpoints"
     veth = net.host("wk").veth
     thread, box = in_thread(lambda: run(spec))
@@ -160,16 +164,24 @@ def test_worker_host_cut_off_for_20s_run_finishes_its_budget(net, preprocessed, 
         time.sleep(WORKER_CUT_S)
     finally:
         set_link(veth, True)
-    thread.join(240)
-    assert not thread.is_alive() and "error" not in box, box.get("error")
-    result = box["result"]
-    loop = result["summary"]["loop_seconds"]
-    print(f"\nworker host cut for {WORKER_CUT_S}s at step {cut_at}: {result['steps_run']}/"
-          f"{result['total_steps']} steps, training loop {loop}s")
+    thread.join(STALL_S + 180)
+    assert not thread.is_alive(), "the run hung after the worker host came back"
+    error = box.get("error")
+    if error is None:
+        result, how = box["result"], "the coordinator carried on"
+        assert result["summary"]["loop_seconds"] >= WORKER_CUT_S - 2   # the cut was inside
+        assert result["cluster"]["worker_restarts"] == {}
+    else:
+        assert isinstance(error, ClusterFailed) and "no training progress" in str(error), box
+        _assert_no_process_left(net)
+        saved = progress(ckpt)
+        result = run(spec)                     # the task's retry: a fresh cluster
+        how = f"stalled after the cut, failed typed; the retry resumed from step {saved}"
+        assert result["resumed_from_step"] == saved >= cut_at
+    print(f"\nworker host cut for {WORKER_CUT_S}s at step {cut_at}: {how}; "
+          f"{result['steps_run']}/{result['total_steps']} steps")
     assert cut_at < result["total_steps"]
     assert result["steps_run"] == result["total_steps"] == progress(ckpt)
-    assert loop >= WORKER_CUT_S - 2            # the cut fell inside training, which waited
-    assert result["cluster"]["worker_restarts"] == {}
     _assert_no_process_left(net)
 
 

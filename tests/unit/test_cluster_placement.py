@@ -82,3 +82,26 @@ def test_fault_proxy_delays_and_resets_only_once_armed():
         assert proxy.resets == 1
         client.close()
     server.close()
+
+
+def test_the_stall_watch_fires_only_after_progress_stopped_moving(tmp_path):
+    """A resumed run's old progress file does not start the clock; a step that moved and
+    then stayed for the timeout does."""
+    import time
+
+    from components.ctr.cluster import _StallWatch
+
+    f = tmp_path / "progress.json"
+    f.write_text('{"step": 8}')
+    watch = _StallWatch(f, 0.2)
+    assert watch.stalled() is None
+    time.sleep(0.3)
+    watch.next_read = 0
+    assert watch.stalled() is None              # never moved in this run: start-up, restore
+    f.write_text('{"step": 16}')
+    watch.next_read = 0
+    assert watch.stalled() is None              # moved: the clock starts now
+    time.sleep(0.3)
+    watch.next_read = 0
+    assert "no training progress for 0.2 s after step 16" in watch.stalled()
+    assert _StallWatch(f, 0).stalled() is None  # off
