@@ -249,7 +249,7 @@ class _StallWatch:
             self.step, self.since = step, now
         elif self.since is not None and now - self.since >= self.timeout_s:
             return (f"no training progress for {self.timeout_s:g} s after step {step} "
-                    f"(the coordinator is waiting on a lost RPC)")
+                    "(a coordinator waiting on a lost RPC never ends by itself)")
         return None
 
 
