@@ -53,6 +53,7 @@ import time
 import zlib
 from pathlib import Path
 
+from components.ctr.chunks import ChunkScheduler
 from retrain.common.step import drop_known_lines, main
 
 log = logging.getLogger("retrain.ps_train")
@@ -68,6 +69,7 @@ VALIDATIONS_PER_BUDGET = 12
 MIN_VALIDATION_ROWS = 100     # below it a validation loss is noise: no early stopping
 MAX_VALIDATION_ROWS = 200_000  # validations read at most these (held in worker memory)
 VALIDATION_BATCH = 4096
+REMOTE_TIMEOUT_RETRIES = 3    # timed-out remote calls the coordinator runs again, per run
 BEST_DIR = "best"             # under the checkpoint dir: the best validated parameters
 
 
@@ -114,6 +116,10 @@ class PsTrainSpec:
     steps_per_execution: int = 20          # training steps per scheduled remote call
     min_shard_bytes: int = 256 << 10       # MinSizePartitioner: tables below stay whole
     max_shards: int = 0                    # 0: one shard per parameter server at most
+    # Deadline of every remote call from the chief. A call whose reply a network cut lost
+    # would otherwise wait forever; past it the coordinator runs the chunk again (at most
+    # REMOTE_TIMEOUT_RETRIES times a run, then the run fails typed). 0: no deadline.
+    remote_call_timeout_s: float = 300.0
     table_rows: dict[str, int] = dataclasses.field(default_factory=dict)  # bigger tables
     # Checkpoints, warm start, limits
     checkpoint_dir: str | None = None      # default <out_dir>_checkpoints
@@ -122,6 +128,21 @@ class PsTrainSpec:
     max_steps: int | None = None           # cap on the total steps (tests, benchmarks)
     export: bool = True
     check_raw_rows: str | None = None      # JSON {feature: [values]} scored in-cluster too
+
+
+def _set_remote_call_deadline(seconds: float) -> None:
+    """Give the chief's remote calls a deadline (only possible before TensorFlow runs its
+    first op: the eager context's config is then fixed), and let
+    the coordinator run a timed-out chunk again instead of failing: TensorFlow's eager RPCs
+    have none, and one lost in a network cut left the coordinator waiting forever."""
+    if seconds <= 0:
+        return
+    from tensorflow.python.eager import context   # no public setter for this config field
+    os.environ.setdefault("TF_COORDINATOR_IGNORE_TRANSIENT_TIMEOUTS", str(REMOTE_TIMEOUT_RETRIES))
+    try:
+        context.context().operation_timeout_in_ms = int(seconds * 1000)
+    except RuntimeError as e:   # TensorFlow already ran in this process: no deadline
+        log.warning("remote calls get no deadline (%s); a lost reply can stall the run", e)
 
 
 # ----------------------------------------------------------------------------- model
@@ -511,6 +532,8 @@ def run(spec: PsTrainSpec) -> dict:
         return {}
     if role not in (None, "chief"):
         raise ValueError(f"unsupported TF_CONFIG task type {role!r}: expected chief, ps or worker")
+    if role == "chief":
+        _set_remote_call_deadline(spec.remote_call_timeout_s)   # before TensorFlow's first op
     try:
         return _train(spec, distributed=role == "chief")
     except BaseException:
@@ -685,18 +708,24 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
             return iter(coordinator.create_per_worker_dataset(dataset_fn))
         return iter(dataset_fn())
 
-    iterator = iterate(_make_dataset_fn(
+    train_fn = _make_dataset_fn(
         train_pattern, feature_spec, spec.batch_size, priors,
         seed=None if distributed else spec.seed, repeat=True, label=fcfg.label,
-        validation_percent=validation_percent, split="train"))
+        validation_percent=validation_percent, split="train")
+    chunks = iterator = None
+    if coordinator is not None:
+        chunks = ChunkScheduler(coordinator, train_chunk, lambda: iterate(train_fn))
+    else:
+        iterator = iterate(train_fn)
     progress_file = ckpt_dir / PROGRESS_FILE
     stopper = _EarlyStopping(spec.early_stopping_patience,
                              _read_progress(progress_file, resumed_from).get("early_stopping"))
     val_every = val_batches = 0
     if validation_percent:
-        val_iterator = iterate(_make_dataset_fn(
+        val_fn_data = _make_dataset_fn(
             train_pattern, feature_spec, VALIDATION_BATCH, {}, None, repeat=True,
-            label=fcfg.label, validation_percent=validation_percent, split="validation"))
+            label=fcfg.label, validation_percent=validation_percent, split="validation")
+        val_iterator = iterate(val_fn_data)
         val_batches = -(-min(validation_rows, MAX_VALIDATION_ROWS) // VALIDATION_BATCH)
         val_every = spec.validate_every_steps or k * max(
             1, round(total_steps / VALIDATIONS_PER_BUDGET / k))
@@ -704,9 +733,17 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
                                               str(ckpt_dir / BEST_DIR), max_to_keep=1)
 
     def validate(at_step: int) -> None:
+        nonlocal val_iterator
         if coordinator is not None:
-            loss = float(coordinator.schedule(val_pass, args=(
-                val_iterator, tf.constant(val_batches))).fetch())
+            try:
+                loss = float(coordinator.schedule(val_pass, args=(
+                    val_iterator, tf.constant(val_batches))).fetch())
+            except tf.errors.OutOfRangeError:   # repeated forever: see components.ctr.chunks
+                log.warning("a worker's validation input reported its end; validating again "
+                            "on fresh iterators")
+                val_iterator = iterate(val_fn_data)
+                loss = float(coordinator.schedule(val_pass, args=(
+                    val_iterator, tf.constant(val_batches))).fetch())
         else:
             loss = float(val_pass(val_iterator, tf.constant(val_batches)))
         if stopper.update(at_step, loss):
@@ -716,7 +753,6 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
                  f"; no improvement {stopper.bad}/{stopper.patience}" if stopper.bad else "")
 
     losses: list[tuple[int, float]] = []   # (step at the end of the chunk, mean loss)
-    pending: list[tuple[int, object]] = []
     step = resumed_from
     every = spec.checkpoint_every_steps if spec.checkpoint_every_steps > 0 else None
     next_ckpt = (step // every + 1) * every if every else total_steps
@@ -725,18 +761,15 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
     try:
         while step < total_steps and not stopper.stop:
             n = min(k, total_steps - step, (next_val - step) if next_val else k)
-            if coordinator is not None:
-                pending.append((step + n, coordinator.schedule(train_chunk,
-                                                               args=(iterator, tf.constant(n)))))
+            if chunks is not None:
+                chunks.schedule(step + n, n)
             else:
                 losses.append((step + n, float(train_chunk(iterator, tf.constant(n)))))
             step += n
             checkpoint_now = step >= next_ckpt or step >= total_steps
             validate_now = next_val is not None and (step >= next_val or step >= total_steps)
-            if coordinator is not None and (checkpoint_now or validate_now):
-                coordinator.join()
-                losses += [(s, float(r.fetch())) for s, r in pending]
-                pending = []
+            if chunks is not None and (checkpoint_now or validate_now):
+                losses += chunks.settle()
             if validate_now:
                 validate(step)
                 next_val += val_every
@@ -756,7 +789,7 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
                          rate, rate * spec.batch_size, eta,
                          " (checkpoint saved)" if every else "")
     except (tf.errors.UnavailableError, tf.errors.AbortedError,
-            tf.errors.CancelledError) as e:
+            tf.errors.CancelledError, tf.errors.DeadlineExceededError) as e:
         raise RuntimeError(
             f"cluster failed at about step {step}/{total_steps} (a parameter server is "
             f"probably down; workers are restarted transparently): {type(e).__name__}: "
@@ -806,6 +839,8 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
         "stats_seconds": round(stats_seconds, 2), "loop_seconds": round(loop_seconds, 2),
         "examples_per_second": round(examples_per_second, 1),
         "total_steps": total_steps, "steps_run": step, "resumed_from_step": resumed_from,
+        "input_recoveries": {"count": chunks.recoveries, "rerun_steps": chunks.rerun_steps}
+        if chunks is not None else None,
         "budget_examples": budget_examples,
         "early_stopping": {"validation_percent": validation_percent,
                            "validation_rows": validation_rows if validation_percent else 0,
