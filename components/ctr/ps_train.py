@@ -69,6 +69,7 @@ VALIDATIONS_PER_BUDGET = 12
 MIN_VALIDATION_ROWS = 100     # below it a validation loss is noise: no early stopping
 MAX_VALIDATION_ROWS = 200_000  # validations read at most these (held in worker memory)
 VALIDATION_BATCH = 4096
+MIN_REMOTE_CALL_TIMEOUT_S = 5
 REMOTE_TIMEOUT_RETRIES = 3    # timed-out remote calls the coordinator runs again, per run
 BEST_DIR = "best"             # under the checkpoint dir: the best validated parameters
 
@@ -137,6 +138,10 @@ def _set_remote_call_deadline(seconds: float) -> None:
     have none, and one lost in a network cut left the coordinator waiting forever."""
     if seconds <= 0:
         return
+    if seconds < MIN_REMOTE_CALL_TIMEOUT_S:
+        raise ValueError(f"remote_call_timeout_s must be 0 (no deadline) or at least "
+                         f"{MIN_REMOTE_CALL_TIMEOUT_S} s, got {seconds}: a shorter one times "
+                         f"out ordinary calls")
     from tensorflow.python.eager import context   # no public setter for this config field
     os.environ.setdefault("TF_COORDINATOR_IGNORE_TRANSIENT_TIMEOUTS", str(REMOTE_TIMEOUT_RETRIES))
     try:
