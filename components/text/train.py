@@ -194,9 +194,14 @@ def compile_model(model, tasks: dict[str, list[str]], learning_rate) -> None:
         loss={t: keras.losses.SparseCategoricalCrossentropy() for t in tasks},
         weighted_metrics={t: [keras.metrics.SparseCategoricalAccuracy(name="acc")]
                           for t in tasks})
-    # Without a distribution strategy Keras builds the optimizer inside the first trace of
-    # the train step; creating variables there makes tf.function trace the step twice.
-    model.optimizer.build(model.trainable_variables)
+    # Without a distribution strategy Keras builds the optimizer, the compiled losses (a
+    # Mean tracker per task) and the metrics inside the first trace of the train (or test)
+    # step; creating variables there makes tf.function trace the step twice (~2 s of the
+    # first step on 2 cores). Build them all now from symbolic inputs, as Keras does
+    # itself under a strategy (`_symbolic_build`; a no-op for what is already built).
+    model._symbolic_build(data_batch=(
+        model.input, {t: keras.KerasTensor((None,), "int32") for t in tasks},
+        {t: keras.KerasTensor((None,), "float32") for t in tasks}))
 
 
 def _learning_rate(spec: FinetuneSpec, n_steps: int):

@@ -4,7 +4,9 @@
 - the export serves raw strings: loaded in a fresh process with plain TensorFlow (plus
   the tensorflow-text op registration), it returns the in-memory model's probabilities;
 - decision offsets are applied inside the exported signature, as in memory;
-- the export can seed a warm start (same labels), and refuses one with other labels.
+- the export can seed a warm start (same labels), and refuses one with other labels;
+- the product's compile (`train.compile_model`) traces the train and test steps once each
+  over batches of several lengths (a second trace was ~2 s of the first step).
 """
 from __future__ import annotations
 
@@ -185,3 +187,42 @@ def test_batch_scoring_job_labels_a_span_with_the_export(trained, tmp_path):
     for r in rows:
         assert r["sentiment"] in C.SENTIMENT_LABELS and r["topic"] in C.TOPIC_LABELS
         assert abs(sum(r["sentiment_probs"].values()) - 1) < 1e-4
+
+
+@pytest.mark.parametrize("evaluate_first", [True, False])
+def test_the_compiled_model_traces_its_train_and_test_steps_once(slice_records, evaluate_first):
+    """Keras builds loss trackers and metrics inside the first trace unless they exist:
+    creating variables there makes tf.function trace again. A Python counter in the step
+    runs once per trace, never per step."""
+    import keras
+
+    from components.text import config as C
+    from components.text import model as M
+    from components.text.config import default_checkpoint_dir
+    from components.text.train import compile_model
+
+    keras.utils.set_random_seed(2)
+    records, cols = slice_records
+    ckpt = default_checkpoint_dir()
+    encoder = M.Encoder(ckpt, MAX_LEN)
+    tasks = {t: list(v) for t, v in C.TASKS.items()}
+    model = M.build_model(ckpt, tasks)
+    compile_model(model, tasks, 1e-4)
+    traces = {"train": 0, "test": 0}
+
+    def counted(kind, step):
+        def run(data):
+            traces[kind] += 1
+            return step(data)
+        return run
+    model.train_step = counted("train", model.train_step)
+    model.test_step = counted("test", model.test_step)
+    counts = {t: np.bincount(cols[t], minlength=len(v)).tolist() for t, v in C.TASKS.items()}
+    data = M.make_dataset(records.take(48), encoder, 8, "bucket",
+                          M.balanced_class_weights(counts), tasks=tuple(C.TASKS))
+    lengths = {int(x["token_ids"].shape[1]) for x, *_ in data}
+    assert len(lengths) >= 2, lengths                  # batches of more than one shape
+    if evaluate_first:                                 # as train.run does, before fitting
+        model.evaluate(data, verbose=0)
+    model.fit(data, epochs=1, verbose=0)
+    assert traces == {"train": 1, "test": int(evaluate_first)}
