@@ -737,18 +737,20 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
     best_manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=net),
                                               str(ckpt_dir / BEST_DIR), max_to_keep=1)
 
+    def remote_validation_loss() -> float:
+        return float(coordinator.schedule(val_pass, args=(
+            val_iterator, tf.constant(val_batches))).fetch())
+
     def validate(at_step: int) -> None:
         nonlocal val_iterator
         if coordinator is not None:
             try:
-                loss = float(coordinator.schedule(val_pass, args=(
-                    val_iterator, tf.constant(val_batches))).fetch())
+                loss = remote_validation_loss()
             except tf.errors.OutOfRangeError:   # repeated forever: see components.ctr.chunks
                 log.warning("a worker's validation input reported its end; validating again "
                             "on fresh iterators")
                 val_iterator = iterate(val_fn_data)
-                loss = float(coordinator.schedule(val_pass, args=(
-                    val_iterator, tf.constant(val_batches))).fetch())
+                loss = remote_validation_loss()
         else:
             loss = float(val_pass(val_iterator, tf.constant(val_batches)))
         if stopper.update(at_step, loss):
