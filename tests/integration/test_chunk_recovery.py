@@ -6,7 +6,8 @@ On a real (in-process) cluster: one ps, one worker, a ClusterCoordinator. The fi
 iterator the scheduler makes holds 5 elements, so the third 2-step chunk hits "End of
 sequence" on the worker, as TensorFlow's rebuilt iterator did after a 20 s worker-host cut
 in CI; the coordinator then cancels the chunks queued behind it. Later iterators repeat
-forever, like the training input. A step counter on the ps counts only whole chunks.
+forever, like the training input. A step counter on the ps counts only whole chunks (its
+update waits for the chunk's reads, as the trainer's gradient updates do).
 2. A remote call that never returns (its reply lost in the cut; here a chunk that sleeps past
 the deadline stands in for it): the chief's remote-call deadline
 (ps_train._set_remote_call_deadline) times it out and the coordinator runs it again.
@@ -64,7 +65,10 @@ SCRIPT = textwrap.dedent("""
         if hang_once:
             hang_once.assign(False)
             tf.py_function(lambda: time.sleep(hang_s), [], [])
-        steps.assign_add(tf.cast(n, tf.int64))
+        # Counted only after every read: without the data dependency TensorFlow may run the
+        # update beside a loop that fails, as it orders only ops on the same resource.
+        with tf.control_dependencies([total]):
+            steps.assign_add(tf.cast(n, tf.int64))
         return tf.cast(total, tf.float32) / tf.cast(n, tf.float32)
 
     scheduler = ChunkScheduler(coordinator, chunk, make_iterator, max_recoveries=max_recoveries)
@@ -104,8 +108,8 @@ def _run(tmp_path: Path, max_recoveries: int, first_len: int, hang_s: float = 0,
 def test_an_input_that_ends_mid_run_reruns_the_unfinished_chunks_on_fresh_iterators(tmp_path):
     out = _run(tmp_path, max_recoveries=3, first_len=5, deadline_s=60)
     assert out["recoveries"] == 1 and out["iterators"] == 2, out["log"][-3000:]
-    assert out["settled"] == [2, 4, 6, 8, 10, 12]        # every chunk, once
-    assert out["steps"] == 12                            # the whole budget, none lost
+    assert out["settled"] == [2, 4, 6, 8, 10, 12], out["log"][-3000:]   # every chunk, once
+    assert out["steps"] == 12, out["log"][-6000:]        # the whole budget, none lost
     assert 2 <= out["rerun_steps"] <= 6                  # the failed chunk and those behind it
     assert "run again on fresh iterators (recovery 1 of at most 3)" in out["log"]
 
