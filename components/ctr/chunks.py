@@ -7,6 +7,7 @@ against it meanwhile ends with OutOfRangeError (seen in CI with a 20 s cut). The
 coordinator then cancels every queued chunk. Failing the run would throw away work the
 coordinator's own recovery kept; instead the chunks that did not finish are scheduled again
 on fresh iterators, a bounded number of times, so the run still trains its whole budget.
+The validation passes go through the same scheduler, so they recover the same way.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ class ChunkScheduler:
     coordinator: Any
     chunk_fn: Callable
     make_iterator: Callable[[], Any]
+    input_name: str = "training input"    # what the log and the error call the input
     max_recoveries: int = MAX_RECOVERIES
     recoveries: int = 0
     rerun_steps: int = 0
@@ -63,14 +65,15 @@ class ChunkScheduler:
             self.recoveries += 1
             if self.recoveries > self.max_recoveries:
                 raise RuntimeError(
-                    f"a worker's training input ended {self.recoveries} times although it "
+                    f"a worker's {self.input_name} ended {self.recoveries} times although it "
                     f"repeats forever; giving up: {str(ended).splitlines()[0][:200]}") from ended
             steps = sum(n for _, n in lost)
             self.rerun_steps += steps
-            log.warning("a worker's training input reported its end (TensorFlow rebuilds a "
-                        "worker's iterator after the worker came back); %d unfinished chunks "
-                        "(%d steps) run again on fresh iterators (recovery %d of at most %d)",
-                        len(lost), steps, self.recoveries, self.max_recoveries)
+            log.warning("a worker's %s reported its end (TensorFlow rebuilds a worker's "
+                        "iterator after the worker came back); %d unfinished chunks (%d steps) "
+                        "run again on fresh iterators (recovery %d of at most %d)",
+                        self.input_name, len(lost), steps, self.recoveries,
+                        self.max_recoveries)
             self._iterator = self.make_iterator()
             for step_end, n in lost:
                 self.schedule(step_end, n)

@@ -717,11 +717,14 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
         train_pattern, feature_spec, spec.batch_size, priors,
         seed=None if distributed else spec.seed, repeat=True, label=fcfg.label,
         validation_percent=validation_percent, split="train")
-    chunks = iterator = None
-    if coordinator is not None:
-        chunks = ChunkScheduler(coordinator, train_chunk, lambda: iterate(train_fn))
-    else:
-        iterator = iterate(train_fn)
+    def chunked(fn, dataset_fn, input_name):
+        """On a cluster, a scheduler that runs lost chunks again; locally, a plain iterator."""
+        if coordinator is not None:
+            return ChunkScheduler(coordinator, fn, lambda: iterate(dataset_fn),
+                                  input_name=input_name), None
+        return None, iterate(dataset_fn)
+
+    chunks, iterator = chunked(train_chunk, train_fn, "training input")
     progress_file = ckpt_dir / PROGRESS_FILE
     stopper = _EarlyStopping(spec.early_stopping_patience,
                              _read_progress(progress_file, resumed_from).get("early_stopping"))
@@ -730,27 +733,17 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
         val_fn_data = _make_dataset_fn(
             train_pattern, feature_spec, VALIDATION_BATCH, {}, None, repeat=True,
             label=fcfg.label, validation_percent=validation_percent, split="validation")
-        val_iterator = iterate(val_fn_data)
+        val_chunks, val_iterator = chunked(val_pass, val_fn_data, "validation input")
         val_batches = -(-min(validation_rows, MAX_VALIDATION_ROWS) // VALIDATION_BATCH)
         val_every = spec.validate_every_steps or k * max(
             1, round(total_steps / VALIDATIONS_PER_BUDGET / k))
     best_manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=net),
                                               str(ckpt_dir / BEST_DIR), max_to_keep=1)
 
-    def remote_validation_loss() -> float:
-        return float(coordinator.schedule(val_pass, args=(
-            val_iterator, tf.constant(val_batches))).fetch())
-
     def validate(at_step: int) -> None:
-        nonlocal val_iterator
-        if coordinator is not None:
-            try:
-                loss = remote_validation_loss()
-            except tf.errors.OutOfRangeError:   # repeated forever: see components.ctr.chunks
-                log.warning("a worker's validation input reported its end; validating again "
-                            "on fresh iterators")
-                val_iterator = iterate(val_fn_data)
-                loss = remote_validation_loss()
+        if val_chunks is not None:
+            val_chunks.schedule(at_step, val_batches)
+            [(_, loss)] = val_chunks.settle()
         else:
             loss = float(val_pass(val_iterator, tf.constant(val_batches)))
         if stopper.update(at_step, loss):
