@@ -86,7 +86,9 @@ def backfill(af, first: dt.date, days: int, max_active_runs: int, timeout: float
         per_run.append({"run_id": r["dag_run_id"], "logical_date": r["logical_date"][:10],
                         "state": r["state"],
                         "seconds": round(when(r["end_date"]) - when(r["start_date"]), 1),
-                        "tasks": {t["task_id"]: t["state"] for t in tis}})
+                        "tasks": {t["task_id"]: t["state"] for t in tis},
+                        "task_seconds": {t["task_id"]: t.get("duration") and round(t["duration"], 1)
+                                         for t in tis}})
     return {"backfill_id": backfill_id, "max_active_runs": max_active_runs,
             "wall_seconds": round(ended - started, 1), "runs": per_run,
             "most_tasks_at_once": most_at_once(tasks),
