@@ -22,6 +22,10 @@ tasks. PyTorch lives in a bench-only venv (never in requirements.lock or pyproje
     .venv-bench-torch/bin/pip install -r bench/requirements-torch.txt
     .venv/bin/python bench/finetune_vs_torch.py --rounds 3
 
+With `--baseline-root DIR` (say a git worktree of an earlier commit) every round also runs
+that checkout's Keras side, so a change to the product's training code is measured
+against its own past in the same run (side "baseline").
+
 Writes bench/results/finetune_vs_torch.json.
 """
 from __future__ import annotations
@@ -225,12 +229,18 @@ def torch_side(meta: dict, batches_path: str, threads: int) -> dict:
 
 # ---------------------------------------------------------------- the driver
 
-def run_side(side: str, meta_path: Path, batches_path: Path, threads: int) -> dict:
-    python = sys.executable if side == "keras" else str(TORCH_PYTHON)
+def run_side(side: str, meta_path: Path, batches_path: Path, threads: int,
+             baseline_root: Path | None = None) -> dict:
+    """One side's pass in a fresh process. "baseline": the Keras side of the checkout at
+    `baseline_root` (its own components/), for an A/B of two versions of the product."""
+    python = str(TORCH_PYTHON) if side == "torch" else sys.executable
+    root = baseline_root if side == "baseline" else ROOT
     load_before = os.getloadavg()[0]
-    proc = subprocess.run([python, __file__, "--side", side, "--meta", str(meta_path),
+    proc = subprocess.run([python, str(root / "bench" / Path(__file__).name),
+                           "--side", "torch" if side == "torch" else "keras",
+                           "--meta", str(meta_path),
                            "--batches", str(batches_path), "--threads", str(threads)],
-                          capture_output=True, text=True, cwd=ROOT,
+                          capture_output=True, text=True, cwd=root,
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2",
                                "OMP_NUM_THREADS": str(threads)})
     if proc.returncode != 0:
@@ -241,6 +251,12 @@ def run_side(side: str, meta_path: Path, batches_path: Path, threads: int) -> di
     return out
 
 
+def _commit(root: Path) -> str | None:
+    out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True)
+    return out.stdout.strip() or None
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--examples", type=int, default=304)
@@ -249,6 +265,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--out", default=str(RESULTS / "finetune_vs_torch.json"))
+    p.add_argument("--baseline-root", type=Path,
+                   help="also run the Keras side of this checkout (e.g. a git worktree of "
+                        "an earlier commit) in every round, as side 'baseline'")
     p.add_argument("--side", choices=("keras", "torch"), help=argparse.SUPPRESS)
     p.add_argument("--meta", help=argparse.SUPPRESS)
     p.add_argument("--batches", help=argparse.SUPPRESS)
@@ -268,10 +287,11 @@ def main(argv: list[str] | None = None) -> dict:
         meta_path.write_text(json.dumps(meta))
         print(f"{meta['examples']} reviews in {len(meta['shapes'])} batches, lengths "
               f"{sorted({s[1] for s in meta['shapes']})}", flush=True)
-        runs: dict[str, list[dict]] = {"keras": [], "torch": []}
+        sides = ("keras", "torch", *(("baseline",) if args.baseline_root else ()))
+        runs: dict[str, list[dict]] = {side: [] for side in sides}
         for r in range(args.rounds):
-            for side in ("keras", "torch") if r % 2 == 0 else ("torch", "keras"):
-                res = run_side(side, meta_path, batches_path, args.threads)
+            for side in sides if r % 2 == 0 else sides[::-1]:
+                res = run_side(side, meta_path, batches_path, args.threads, args.baseline_root)
                 runs[side].append(res)
                 print(f"round {r + 1} {side:5}: " + ", ".join(
                     f"{k} {res[k]}" for k in FIGURES) + f" (load {res['load_average_before']})",
@@ -280,13 +300,16 @@ def main(argv: list[str] | None = None) -> dict:
     median = {side: {k: round(statistics.median(r[k] for r in rs), 2) for k in FIGURES}
               for side, rs in runs.items()}
     print(f"\nmedian of {args.rounds} rounds, {args.threads} threads, batch {args.batch_size}:")
-    print(f"{'':6}" + "".join(f"{k.replace('_', ' '):>28}" for k in FIGURES))
+    print(f"{'':8}" + "".join(f"{k.replace('_', ' '):>28}" for k in FIGURES))
     for side in runs:
-        print(f"{side:6}" + "".join(f"{median[side][k]:>28}" for k in FIGURES))
+        print(f"{side:8}" + "".join(f"{median[side][k]:>28}" for k in FIGURES))
     result = {"benchmark": "finetune_vs_torch", "examples": meta["examples"],
               "batches": len(meta["shapes"]), "batch_shapes": meta["shapes"],
               "batch_size": args.batch_size, "threads": args.threads,
               "median": median, "runs": runs,
+              "baseline": args.baseline_root and {"root": str(args.baseline_root),
+                                                  "commit": _commit(args.baseline_root)},
+              "commit": _commit(ROOT),
               "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                           "load_average_end": [round(x, 2) for x in os.getloadavg()]},
               "command": "python bench/finetune_vs_torch.py " + " ".join(argv or sys.argv[1:]),
