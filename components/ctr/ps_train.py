@@ -69,6 +69,7 @@ VALIDATIONS_PER_BUDGET = 12
 MIN_VALIDATION_ROWS = 100     # below it a validation loss is noise: no early stopping
 MAX_VALIDATION_ROWS = 200_000  # validations read at most these (held in worker memory)
 VALIDATION_BATCH = 4096
+SPLIT_BLOCK = 4096            # records split into training / validation rows at once
 MIN_REMOTE_CALL_TIMEOUT_S = 5
 REMOTE_TIMEOUT_RETRIES = 3    # timed-out remote calls the coordinator runs again, per run
 BEST_DIR = "best"             # under the checkpoint dir: the best validated parameters
@@ -453,10 +454,15 @@ def _make_dataset_fn(pattern: str, feature_spec: dict, batch_size: int, priors: 
         ds = files.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type="GZIP"),
                               cycle_length=4, num_parallel_calls=tf.data.AUTOTUNE,
                               deterministic=not shuffle)
-        if split == "train" and validation_percent:
-            ds = ds.filter(lambda x: tf.logical_not(in_validation(x, validation_percent)))
-        elif split == "validation":
-            ds = ds.filter(lambda x: in_validation(x, validation_percent))
+        if split == "validation" or (split == "train" and validation_percent):
+            # Split whole blocks of records at once: a per-record `filter` calls a function
+            # for every record (~35 µs here: 4 s of a worker's CPU per 120k records read).
+            def split_block(records):
+                held = in_validation(records, validation_percent)
+                return tf.boolean_mask(records, held if split == "validation"
+                                       else tf.logical_not(held))
+            ds = ds.batch(SPLIT_BLOCK).map(split_block, num_parallel_calls=tf.data.AUTOTUNE)
+            ds = ds.unbatch()
         if split == "validation":
             # Read once, then from memory: a pass must not cost a pass over the window.
             ds = ds.take(MAX_VALIDATION_ROWS).batch(batch_size).cache()
