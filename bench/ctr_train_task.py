@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from retrain.common.version import git_commit
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 
@@ -64,12 +66,6 @@ def _train(root: Path, pre: str, out: Path) -> dict:
             "val_auc": summary["history"]["val_auc"][-1]}
 
 
-def _commit(root: Path) -> str | None:
-    out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-                         capture_output=True, text=True)
-    return out.stdout.strip() or None
-
-
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--preprocess-dir", help="existing preprocess output (default: generate "
@@ -101,9 +97,9 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"median {side:8}: " + ", ".join(f"{k} {v}" for k, v in m.items()))
     result = {"benchmark": "ctr_train_task", "data": args.preprocess_dir or
               f"generated, 3 days x {args.rows_per_day} rows, window 3",
-              "median": median, "runs": runs, "commit": _commit(ROOT),
+              "median": median, "runs": runs, "commit": git_commit(ROOT),
               "baseline": args.baseline_root and {"root": str(args.baseline_root),
-                                                  "commit": _commit(args.baseline_root)},
+                                                  "commit": git_commit(args.baseline_root)},
               "machine": {"cpus": os.cpu_count(), "load_average_end": list(os.getloadavg())},
               "command": "python bench/ctr_train_task.py " + " ".join(argv or sys.argv[1:]),
               "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

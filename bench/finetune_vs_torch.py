@@ -251,12 +251,6 @@ def run_side(side: str, meta_path: Path, batches_path: Path, threads: int,
     return out
 
 
-def _commit(root: Path) -> str | None:
-    out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-                         capture_output=True, text=True)
-    return out.stdout.strip() or None
-
-
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--examples", type=int, default=304)
@@ -278,6 +272,8 @@ def main(argv: list[str] | None = None) -> dict:
         fn = keras_side if args.side == "keras" else torch_side
         print(json.dumps(fn(meta, args.batches, args.threads)))
         return {}
+
+    from retrain.common.version import git_commit   # the parent only (the torch venv has no retrain)
 
     if not TORCH_PYTHON.exists():
         sys.exit(f"no {TORCH_PYTHON}: see this file's docstring for the bench-only venv")
@@ -308,8 +304,8 @@ def main(argv: list[str] | None = None) -> dict:
               "batch_size": args.batch_size, "threads": args.threads,
               "median": median, "runs": runs,
               "baseline": args.baseline_root and {"root": str(args.baseline_root),
-                                                  "commit": _commit(args.baseline_root)},
-              "commit": _commit(ROOT),
+                                                  "commit": git_commit(args.baseline_root)},
+              "commit": git_commit(ROOT),
               "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                           "load_average_end": [round(x, 2) for x in os.getloadavg()]},
               "command": "python bench/finetune_vs_torch.py " + " ".join(argv or sys.argv[1:]),

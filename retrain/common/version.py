@@ -10,19 +10,30 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
+def git_commit(root: Path = REPO) -> str | None:
+    """The HEAD commit (12 hex digits) of the checkout at `root`; None outside one."""
+    try:
+        return subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+                              capture_output=True, text=True, timeout=5,
+                              check=True).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
 @functools.lru_cache(maxsize=1)
 def code_version() -> str:
-    try:
-        commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"],
-                                capture_output=True, text=True, timeout=5, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-        return f"git:{commit}{'-dirty' if dirty else ''}"
-    except (OSError, subprocess.SubprocessError):
+    commit = git_commit()
+    if commit is None:
         try:
             return f"retrain=={metadata.version('retrain')}"
         except metadata.PackageNotFoundError:
             return "unknown"
+    try:
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        dirty = ""
+    return f"git:{commit}{'-dirty' if dirty else ''}"
 
 
 @functools.lru_cache(maxsize=1)
