@@ -32,19 +32,6 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 
 
-def _prepare(work: Path, rows_per_day: int) -> str:
-    """3 generated days, preprocessed as the DAG does (a window of 3)."""
-    py = sys.executable
-    subprocess.run([py, "-m", "retrain.cli", "generate", "--out-root", str(work),
-                    "--start", "2026-11-01", "--days", "3", "--rows-per-day",
-                    str(rows_per_day)], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-    spec = {"raw_root": str(work / "raw" / "ctr"), "span": "2026-11-03",
-            "output_dir": str(work / "pre"), "window_days": 3}
-    subprocess.run([py, "-m", "components.ctr.preprocess", "--spec", json.dumps(spec)],
-                   check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return spec["output_dir"]
-
-
 def _train(root: Path, pre: str, out: Path) -> dict:
     """One train task of the checkout at `root` (its own components/), timed whole."""
     spec = {"train": {"preprocess_dir": pre, "out_dir": str(out)}, "num_ps": 1,
@@ -77,6 +64,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = p.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="bench-ctr-train-task-"))
     try:
+        from ps_train import _prepare   # bench/ps_train.py: 3 generated days, preprocessed
+
         pre = args.preprocess_dir or _prepare(work, args.rows_per_day)
         sides = {"this": ROOT, **({"baseline": args.baseline_root} if args.baseline_root
                                   else {})}

@@ -20,19 +20,23 @@ def git_commit(root: Path = REPO) -> str | None:
         return None
 
 
+def _package_version() -> str:
+    try:
+        return f"retrain=={metadata.version('retrain')}"
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 @functools.lru_cache(maxsize=1)
 def code_version() -> str:
     commit = git_commit()
     if commit is None:
-        try:
-            return f"retrain=={metadata.version('retrain')}"
-        except metadata.PackageNotFoundError:
-            return "unknown"
+        return _package_version()
     try:
         dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=5).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        dirty = ""
+        return _package_version()   # never call a tree clean without knowing it
     return f"git:{commit}{'-dirty' if dirty else ''}"
 
 

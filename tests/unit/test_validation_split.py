@@ -1,6 +1,7 @@
 """The PS trainer's input split: every record of the window goes to exactly one of the
-training rows and the validation slice, the slice is the one `window_stats` counts, and
-the split does not depend on how the records fall into blocks or files."""
+training rows and the validation slice, the slice is what `in_validation` (which
+`window_stats` counts with too) picks record by record, and the split does not depend on
+how the records fall into blocks or files."""
 from __future__ import annotations
 
 import numpy as np
