@@ -43,7 +43,6 @@ import math
 import os
 import shutil
 import time
-import uuid
 import zlib
 from pathlib import Path
 
@@ -55,15 +54,15 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
-from apache_beam.utils.windowed_value import WindowedValue
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from beam_jobs import runner
 from beam_jobs.metrics import counters as beam_counters
 from beam_jobs import output_commit
+from beam_jobs.tfrecord_shards import WriteTransformedShards
+from beam_jobs.tfrecord_writer import DEFAULT_GZIP_LEVEL, ISAL_MAX_LEVEL
 from retrain.common import rawfiles
+from retrain.common.read_ahead import read_ahead
 from retrain.common.record_limits import RecordLimits, invalid_text, parquet_bytes
 from retrain.common.spans import span_list, window
 from retrain.common.step import drop_known_lines
@@ -82,13 +81,9 @@ NAMESPACE = "retrain.preprocess_ctr"
 # window: one dataset per day), one dataset: memory flat in the window, the cache's
 # saving given up.
 MAX_CACHED_DATASETS = 6
-# Measured on this job's tf.Examples: gzip level 1 writes 3x faster than zlib's default
-# (6) for 24 % more bytes; writing was the largest cost of the job at the default.
-DEFAULT_GZIP_LEVEL = 1
 # Rows per RecordBatch: tf.Transform and the encoder pay a fixed cost per batch; 65,536
 # ran 2M rows 1.4x faster than 4,096 (bench/preprocess_ctr.py) for ~0.2 GB more peak.
 DEFAULT_BATCH_SIZE = 65536
-WRITER_THREADS = 2   # shard files written in parallel per bundle (see _ShardWriters)
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
@@ -117,7 +112,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
                         "Beam's per-record sink")
     p.add_argument("--gzip-level", type=int, default=DEFAULT_GZIP_LEVEL,
                    help="gzip level of the TFRecord shards: 1 fastest .. 9 smallest "
-                        f"(default {DEFAULT_GZIP_LEVEL}); readers need no change")
+                        f"(default {DEFAULT_GZIP_LEVEL}; 1-{ISAL_MAX_LEVEL} with ISA-L's "
+                        "deflate, above with zlib's); readers need no change")
     p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
                    help="rows per Arrow RecordBatch handed to tf.Transform")
     p.add_argument("--feature-config", default="",
@@ -529,7 +525,7 @@ def _parquet_batches(path: str, batch_size: int, layout: RawLayout | None):
             rejects = []
             table = pa.RecordBatch.from_arrays(arrays, schema=schema)
             bad = _or(_or(missing, bad_value), oversize)
-            if bad is not None:
+            if bad is not None and bad.true_count:   # filtering costs, even to keep every row
                 bad_rows = np.flatnonzero(bad.to_numpy(zero_copy_only=False))
                 too_long = (oversize.to_numpy(zero_copy_only=False) if oversize is not None
                             else np.zeros(batch.num_rows, dtype=bool))
@@ -590,31 +586,42 @@ class ReadSplitBatches(beam.DoFn):
 
     def process(self, path: str):
         is_span = paths.partition_name(self._eval_span) in path
-        for batch, rejects in _timed(read_batches(path, self._batch_size, self._max_line_bytes,
-                                                  self._layout), self._read_us):
-            self._rows_in.inc(batch.num_rows + len(rejects))
+        for rows, rejects, held_out, splits in _timed(
+                read_ahead(self._split(path, is_span)), self._read_us):
+            self._rows_in.inc(rows)
             if rejects:
                 self._rows_rejected.inc(len(rejects))
                 for r in rejects:
                     self._by_reason[r["reason"]].inc()
                     yield beam.pvalue.TaggedOutput(REJECTED_DIR, json.dumps(r, sort_keys=True))
-            if not batch.num_rows:
-                continue
-            held_out = held_out_mask(batch, self._eval_percent, self._layout)
-            model_batch = to_model_batch(batch, self._schema)
-            if not is_span:   # an older day's eval rows: no model of any day trains on them
-                self._rows_held_out.inc(int(held_out.sum()))
-            eval_mask = held_out if is_span else np.zeros(batch.num_rows, dtype=bool)
-            for split, mask in ((TRAIN_DIR, ~held_out), (EVAL_DIR, eval_mask)):
-                n = int(mask.sum())
-                if n:
-                    self._rows[split].inc(n)
-                    yield beam.pvalue.TaggedOutput(split, _select(model_batch, mask, n))
+            self._rows_held_out.inc(held_out)
+            for split, model_batch in splits.items():
+                self._rows[split].inc(model_batch.num_rows)
+                yield beam.pvalue.TaggedOutput(split, model_batch)
+
+    def _split(self, path: str, is_span: bool):
+        """Per batch of the file: (records read, rejected records, older-day held-out
+        rows, {split: model batch}). Runs read ahead, in a thread: Beam's counters and
+        outputs stay in `process`."""
+        for batch, rejects in read_batches(path, self._batch_size, self._max_line_bytes,
+                                           self._layout):
+            splits, held_out_rows = {}, 0
+            if batch.num_rows:
+                held_out = held_out_mask(batch, self._eval_percent, self._layout)
+                if not is_span:   # an older day's eval rows: no model of any day trains on them
+                    held_out_rows = int(held_out.sum())
+                eval_mask = held_out if is_span else np.zeros(batch.num_rows, dtype=bool)
+                for split, mask in ((TRAIN_DIR, ~held_out), (EVAL_DIR, eval_mask)):
+                    n = int(mask.sum())
+                    if n:
+                        splits[split] = to_model_batch(_select(batch, mask, n), self._schema)
+            yield batch.num_rows + len(rejects), rejects, held_out_rows, splits
 
 
 def _timed(items, counter_us):
-    """Yield from `items`, adding to `counter_us` the microseconds spent producing them
-    (not what the consumers of each yielded item spend: fused stages run inside yield)."""
+    """Yield from `items`, adding to `counter_us` the microseconds spent waiting for them
+    (not what the consumers of each yielded item spend: fused stages run inside yield;
+    with `items` read ahead, only what the reader thread did not hide)."""
     it = iter(items)
     while True:
         t = time.perf_counter()
@@ -667,6 +674,8 @@ def held_out_mask(batch: pa.RecordBatch, eval_percent: int, layout: RawLayout) -
 
 
 def _select(batch: pa.RecordBatch, mask: np.ndarray, n: int) -> pa.RecordBatch:
+    """The rows of `mask` (`n` of them). Applied to the flat parsed columns, before they
+    become one-element lists: filtering the list columns took twice as long."""
     return batch if n == batch.num_rows else batch.filter(pa.array(mask))
 
 
@@ -717,159 +726,20 @@ class ReadTrainingRows(beam.DoFn):
         self._schema = arrow_schema(self._layout)
 
     def process(self, path: str):
-        for batch, _ in _timed(read_batches(path, self._batch_size, self._max_line_bytes,
-                                            self._layout), self._read_us):
+        for model_batch in _timed(read_ahead(self._training_rows(path)), self._read_us):
+            self._rows.inc(model_batch.num_rows)
+            yield model_batch
+
+    def _training_rows(self, path: str):
+        """The file's training rows as model batches (runs read ahead, in a thread)."""
+        for batch, _ in read_batches(path, self._batch_size, self._max_line_bytes,
+                                     self._layout):
             if not batch.num_rows:
                 continue
             train = ~held_out_mask(batch, self._eval_percent, self._layout)
             n = int(train.sum())
             if n:
-                self._rows.inc(n)
-                yield _select(to_model_batch(batch, self._schema), train, n)
-
-
-class _ShardWriters:
-    """Encode RecordBatches to tf.Examples and write them to gzip TFRecord files, one file
-    per thread: encoding and compression run in C++ without the GIL, so the threads use
-    the cores the single-threaded runner leaves idle (writing was the job's largest cost:
-    2 threads ran 5M rows in 30.8 s instead of 40.2 s). Batches go to the threads in
-    turn, so each file's content depends on the input order only, never on timing (the
-    same input gives the same shards, and so the same training order). At most 2 batches
-    per thread wait, so memory stays flat; an error in a thread is raised in the caller."""
-
-    _DONE = object()
-
-    def __init__(self, stem: str, encoder, gzip_level: int, threads: int):
-        import queue
-        import threading
-        self.paths = [f"{stem}-{i}.tfrecord.gz" for i in range(threads)]
-        self._busy = [0.0] * threads    # seconds each thread spent encoding and writing
-        self._encoder, self._gzip_level = encoder, gzip_level
-        self._queues = [queue.Queue(maxsize=2) for _ in range(threads)]
-        self._next = 0
-        self._errors: list[BaseException] = []
-        self._threads = [threading.Thread(target=self._run, args=(i,), daemon=True,
-                                          name=f"shard-writer-{i}")
-                         for i in range(threads)]
-        for t in self._threads:
-            t.start()
-
-    @property
-    def busy_seconds(self) -> float:
-        return sum(self._busy)
-
-    def _run(self, i: int):
-        import tensorflow as tf
-        options = tf.io.TFRecordOptions(compression_type="GZIP",
-                                        compression_level=self._gzip_level)
-        try:
-            with tf.io.TFRecordWriter(self.paths[i], options) as writer:
-                while (batch := self._queues[i].get()) is not self._DONE:
-                    t = time.perf_counter()
-                    for record in self._encoder.encode(batch):
-                        writer.write(record)
-                    self._busy[i] += time.perf_counter() - t
-        except BaseException as e:   # re-raised in the Beam thread by put() / close()
-            self._errors.append(e)
-            while self._queues[i].get() is not self._DONE:   # keep the producer unblocked
-                pass
-
-    def _check(self):
-        if self._errors:
-            raise RuntimeError(f"writing {self.paths} failed: {self._errors[0]}") \
-                from self._errors[0]
-
-    def put(self, batch):
-        if self._errors:
-            self.close()   # stops every thread, then raises
-        self._queues[self._next].put(batch)
-        self._next = (self._next + 1) % len(self._queues)
-
-    def close(self):
-        for q in self._queues:
-            q.put(self._DONE)
-        for t in self._threads:
-            t.join()
-        self._check()
-
-
-class _WriteBundleShard(beam.DoFn):
-    """Encode transformed RecordBatches to tf.Examples in C++ and write them to one gzip
-    TFRecord temp file per bundle; emit the temp file's path when the bundle finishes.
-
-    Why not `EncodeTransformedDataset | WriteToTFRecord`: that path turns every batch into
-    single-row elements and writes each record through Python (CRC + gzip per record); the
-    profile showed it as the largest per-row cost of the job after the transform itself.
-    """
-
-    def __init__(self, directory: str, gzip_level: int = DEFAULT_GZIP_LEVEL):
-        self._dir = directory
-        self._gzip_level = gzip_level
-        self._write_us = Metrics.counter(NAMESPACE, "write_us")
-
-    def start_bundle(self):
-        self._writer = None
-
-    def process(self, element, encoder):
-        batch = element[0] if isinstance(element, tuple) else element   # drop passthrough
-        if self._writer is None:
-            self._writer = _ShardWriters(f"{self._dir}/.tmp-{uuid.uuid4().hex}", encoder,
-                                         self._gzip_level, WRITER_THREADS)
-        self._writer.put(batch)
-
-    def finish_bundle(self):
-        if self._writer is not None:
-            writer, self._writer = self._writer, None
-            writer.close()
-            self._write_us.inc(round(writer.busy_seconds * 1e6))
-            for path in writer.paths:
-                yield WindowedValue(path, MIN_TIMESTAMP, [GlobalWindow()])
-
-
-def _commit_shards(temp_paths: list[str], directory: str) -> list[str]:
-    """Rename the committed bundles' temp files to part-NNNNN-of-MMMMM.tfrecord.gz.
-
-    Only paths that reached this step (outputs of committed bundles) are kept; temp files
-    of failed or retried bundle attempts are deleted, so a retry never duplicates rows.
-    """
-    import tensorflow as tf
-    temp_paths = sorted(temp_paths)
-    if not temp_paths:   # an empty split still gets one (empty) file
-        empty = f"{directory}/.tmp-empty.tfrecord.gz"
-        tf.io.TFRecordWriter(empty, options="GZIP").close()
-        temp_paths = [empty]
-    n = len(temp_paths)
-    final = [f"{directory}/part-{i:05d}-of-{n:05d}.tfrecord.gz" for i in range(n)]
-    FileSystems.rename(temp_paths, final)
-    stale = [m.path for m in FileSystems.match([f"{directory}/.tmp-*"])[0].metadata_list]
-    if stale:
-        FileSystems.delete(stale)
-    return final
-
-
-class WriteTransformedShards(beam.PTransform):
-    """(transformed RecordBatches, metadata) -> gzip TFRecord shards of tf.Examples."""
-
-    def __init__(self, directory: str, gzip_level: int = DEFAULT_GZIP_LEVEL):
-        super().__init__()
-        self._dir = directory
-        self._gzip_level = gzip_level
-
-    def _extract_input_pvalues(self, data_and_metadata):
-        return data_and_metadata, [data_and_metadata[0]]
-
-    def expand(self, data_and_metadata):
-        from tfx_bsl.coders import example_coder
-        data, metadata = data_and_metadata
-        FileSystems.mkdirs(self._dir)
-        encoder = (metadata.deferred_metadata
-                   | "Encoder" >> beam.Map(
-                       lambda m: example_coder.RecordBatchToExamplesEncoder(m.schema)))
-        return (data
-                | "WriteBundles" >> beam.ParDo(_WriteBundleShard(self._dir, self._gzip_level),
-                                               encoder=beam.pvalue.AsSingleton(encoder))
-                | "Collect" >> beam.combiners.ToList()
-                | "Commit" >> beam.Map(_commit_shards, self._dir))
+                yield to_model_batch(_select(batch, train, n), self._schema)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1102,8 +972,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                                  num_shards=args.num_shards))
                     else:   # default: batch-wise C++ encoding, files per bundle in threads
                         _ = ((transformed, metadata)
-                             | f"Write{split}" >> WriteTransformedShards(join(tmp, split),
-                                                                         args.gzip_level))
+                             | f"Write{split}" >> WriteTransformedShards(
+                                 join(tmp, split), args.gzip_level, NAMESPACE))
         result = pipeline.result
         rawfiles.verify_unchanged(inputs)   # analysis and transform read the same bytes
         # Committed values where the runner has them (DirectRunner, Dataflow, Flink).
@@ -1128,7 +998,9 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
             "seconds": round(time.time() - started, 1),
             # Time inside the job's own steps, summed over workers (so it can exceed the
             # wall time with several); the rest is tf.Transform (analysis, transform),
-            # the runner and start-up. Not measured with --num-shards (Beam's sink).
+            # the runner and start-up. Reads: seconds the runner waited for the reader
+            # thread (it reads ahead); encoding and writing: CPU seconds of the shard
+            # writer processes. Not measured with --num-shards (Beam's sink).
             "stage_seconds": {
                 "read_for_analysis": round(counters.get("analysis_read_us", 0) / 1e6, 3),
                 "read_for_transform": round(counters.get("read_us", 0) / 1e6, 3),
