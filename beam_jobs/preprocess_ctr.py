@@ -59,7 +59,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 from beam_jobs import runner
 from beam_jobs.metrics import counters as beam_counters
 from beam_jobs import output_commit
-from beam_jobs.tfrecord_shards import WriteTransformedShards
+from beam_jobs.tfrecord_shards import WRITERS, WriteTransformedShards
 from beam_jobs.tfrecord_writer import DEFAULT_GZIP_LEVEL, ISAL_MAX_LEVEL
 from retrain.common import rawfiles
 from retrain.common.read_ahead import read_ahead
@@ -84,6 +84,9 @@ MAX_CACHED_DATASETS = 6
 # Rows per RecordBatch: tf.Transform and the encoder pay a fixed cost per batch; 65,536
 # ran 2M rows 1.4x faster than 4,096 (bench/preprocess_ctr.py) for ~0.2 GB more peak.
 DEFAULT_BATCH_SIZE = 65536
+# The eval split is a small share of the newest day: one shard writer process is enough
+# (each holds about 100 MB).
+EVAL_WRITERS = 1
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
@@ -973,7 +976,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                     else:   # default: batch-wise C++ encoding, files per bundle in threads
                         _ = ((transformed, metadata)
                              | f"Write{split}" >> WriteTransformedShards(
-                                 join(tmp, split), args.gzip_level, NAMESPACE))
+                                 join(tmp, split), args.gzip_level, NAMESPACE,
+                                 writers=EVAL_WRITERS if split == EVAL_DIR else WRITERS))
         result = pipeline.result
         rawfiles.verify_unchanged(inputs)   # analysis and transform read the same bytes
         # Committed values where the runner has them (DirectRunner, Dataflow, Flink).

@@ -28,7 +28,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_jobs.tfrecord_writer import DEFAULT_GZIP_LEVEL, gzip_compressor, write_block
 
-WRITERS = 2   # shard files written in parallel per bundle (see ShardWriters)
+WRITERS = 2   # default shard files written in parallel per bundle (see ShardWriters)
 _CHUNK = 1 << 20
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
 
@@ -163,9 +163,10 @@ class _WriteBundleShard(beam.DoFn):
     """Write a bundle's transformed RecordBatches to temp shard files; emit their paths
     when the bundle finishes."""
 
-    def __init__(self, directory: str, gzip_level: int, namespace: str):
+    def __init__(self, directory: str, gzip_level: int, namespace: str, writers: int):
         self._dir = directory
         self._gzip_level = gzip_level
+        self._writers = writers
         self._write_us = Metrics.counter(namespace, "write_us")
 
     def setup(self):
@@ -178,7 +179,7 @@ class _WriteBundleShard(beam.DoFn):
         batch = element[0] if isinstance(element, tuple) else element   # drop passthrough
         if self._writer is None:
             self._writer = ShardWriters(f"{self._dir}/.tmp-{uuid.uuid4().hex}", schema,
-                                        self._gzip_level, WRITERS)
+                                        self._gzip_level, self._writers)
         self._writer.put(batch)
 
     def finish_bundle(self):
@@ -219,14 +220,15 @@ def _commit_shards(temp_paths: list[str], directory: str) -> list[str]:
 class WriteTransformedShards(beam.PTransform):
     """(transformed RecordBatches, metadata) -> gzip TFRecord shards of tf.Examples;
     the CPU seconds spent encoding and compressing go to the counter `write_us` of
-    `namespace`."""
+    `namespace`. `writers`: helper processes (and files) per bundle, each about 100 MB."""
 
     def __init__(self, directory: str, gzip_level: int = DEFAULT_GZIP_LEVEL,
-                 namespace: str = "retrain.tfrecord_shards"):
+                 namespace: str = "retrain.tfrecord_shards", writers: int = WRITERS):
         super().__init__()
         self._dir = directory
         self._gzip_level = gzip_level
         self._namespace = namespace
+        self._writers = writers
 
     def _extract_input_pvalues(self, data_and_metadata):
         return data_and_metadata, [data_and_metadata[0]]
@@ -238,7 +240,8 @@ class WriteTransformedShards(beam.PTransform):
                   | "Schema" >> beam.Map(lambda m: m.schema.SerializeToString()))
         return (data
                 | "WriteBundles" >> beam.ParDo(
-                    _WriteBundleShard(self._dir, self._gzip_level, self._namespace),
+                    _WriteBundleShard(self._dir, self._gzip_level, self._namespace,
+                                      self._writers),
                     schema=beam.pvalue.AsSingleton(schema))
                 | "Collect" >> beam.combiners.ToList()
                 | "Commit" >> beam.Map(_commit_shards, self._dir))

@@ -24,6 +24,9 @@ DEFAULT_GZIP_LEVEL = 1
 # faster than zlib's level 1 at the same size on these records; above it, zlib's.
 ISAL_MAX_LEVEL = 3
 _LENGTH = struct.Struct("<Q")
+# Rows encoded at a time: the scratch matrices of 16k rows (6 MB) stay in the CPU's
+# caches; whole 52k-row batches (19 MB) encoded 10 % slower and held 3x the memory.
+ENCODE_ROWS = 16384
 
 
 def gzip_compressor(level: int):
@@ -70,7 +73,9 @@ def convert(source, sink, gzip_level: int) -> int:
     if not hasattr(source, "peek") or source.peek(1):   # nothing after the block: no rows
         with pa.ipc.open_stream(source) as batches:
             for batch in batches:
-                sink.write(compressor.compress(encoder.encode(batch)))
+                for start in range(0, batch.num_rows, ENCODE_ROWS):
+                    sink.write(compressor.compress(
+                        encoder.encode(batch.slice(start, ENCODE_ROWS))))
                 rows += batch.num_rows
     sink.write(compressor.flush())
     return rows

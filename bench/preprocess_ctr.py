@@ -4,13 +4,18 @@ Python dicts, (b) this project's job (beam_jobs/preprocess_ctr.py), (c) pandas i
 All three do the same work (hashing of the ID features, top-k vocabularies of the
 categorical ones, NaN-aware log1p + z-score of the numeric ones) on data from the
 project's generator, in one run, so the machine's noise hits them alike. Each
-measurement runs in its own process; peak memory is that process's max RSS plus its
-largest child (the DirectRunner's workers in multi-process mode).
+measurement runs in its own process.
 
 (a) is very slow, so it runs on a smaller sample (`--naive-rows`); (b) is also measured
 on that same sample, so the a/b ratio compares like with like. (b)'s peak memory is
-measured for a growing window (1, 2, ... days of `--rows-per-day`). Prints a table and
-writes bench/results/preprocess_ctr.json.
+measured for a growing window (1, 2, ... days of `--rows-per-day`); peak memory is the
+largest sum of RSS over the measured process and its helpers (the job's shard writers,
+the DirectRunner's workers in multi-process mode), sampled every 0.1 s. Each side's
+seconds count from before its own imports (TensorFlow and Beam for (b), pandas for (c)):
+what a fresh task process waits; `import_seconds` says how much of it that was. With
+`--baseline-root DIR` (a git worktree of an earlier commit) (b) on the full rows also
+runs with that checkout's code, in the same run. Prints a table and writes
+bench/results/preprocess_ctr.json.
 
     .venv/bin/python bench/preprocess_ctr.py --rows-per-day 250000 --days 4 --naive-rows 20000
     # the issue's sizes (1M rows/day, 5 days, 1M..5M rows for the memory curve):
@@ -42,10 +47,37 @@ def _cpu_seconds() -> float:
     return round(own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, 1)
 
 
-def _peak_mb() -> float:
-    self_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    child_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return round((self_kb + child_kb) / 1024, 1)
+class _TreePeak:
+    """Peak RSS of this process and all its descendants together, sampled every 0.1 s
+    (memory here moves over seconds; sampling more often cost measurable CPU). Not ru_maxrss: a helper process (the job's shard writers) counts there with the
+    parent's whole image, which it shares for the instant between fork and exec."""
+
+    def __init__(self):
+        import threading
+        import psutil
+        self._me, self.peak = psutil.Process(), 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> int:
+        import psutil
+        total = 0
+        for proc in [self._me, *self._me.children(recursive=True)]:
+            try:
+                total += proc.memory_info().rss
+            except psutil.Error:   # ended between the listing and the reading
+                pass
+        return total
+
+    def _run(self):
+        while not self._stop.wait(0.1):
+            self.peak = max(self.peak, self._sample())
+
+    def stop_mb(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return round(max(self.peak, self._sample()) / 2**20, 1)
 
 
 def _days(n: int) -> list[dt.date]:
@@ -65,13 +97,17 @@ def _read_parquet(day_dir: Path, columns: list[str] | None = None):
 
 def work_job(raw_root: str, window_days: int, out: str, runner_args: list[str]) -> dict:
     """(b): the project's job, exactly as the DAG runs it."""
-    from beam_jobs import preprocess_ctr
-    span = _days(window_days)[-1]
     t0 = time.perf_counter()
+    import tensorflow_transform.beam  # noqa: F401  (run() imports it: counted apart)
+    from beam_jobs import preprocess_ctr
+    imported = time.perf_counter()
+    span = _days(window_days)[-1]
     summary = preprocess_ctr.run(["--raw-root", raw_root, "--span", span.isoformat(),
                                   "--window-days", str(window_days), "--output-dir", out,
                                   *runner_args])
-    return {"rows": summary["rows_in"], "seconds": time.perf_counter() - t0}
+    return {"rows": summary["rows_in"], "seconds": time.perf_counter() - t0,
+            "import_seconds": round(imported - t0, 2),
+            "stage_seconds": summary.get("stage_seconds"), "code": preprocess_ctr.__file__}
 
 
 def work_naive(raw_root: str, window_days: int, out: str, runner_args: list[str]) -> dict:
@@ -107,11 +143,12 @@ def work_naive(raw_root: str, window_days: int, out: str, runner_args: list[str]
 
 def work_pandas(raw_root: str, window_days: int, out: str, runner_args: list[str]) -> dict:
     """(c): the same transforms in pandas, all rows in memory: the reference ceiling."""
+    t0 = time.perf_counter()
     import numpy as np
     import pandas as pd
+    import pyarrow.parquet  # noqa: F401  (what _read_parquet needs)
     from components.ctr import features as F
-
-    t0 = time.perf_counter()
+    imported = time.perf_counter()
     df = pd.concat([_read_parquet(Path(raw_root) / f"dt={d}").to_pandas()
                     for d in _days(window_days)])
     res = {}
@@ -128,19 +165,22 @@ def work_pandas(raw_root: str, window_days: int, out: str, runner_args: list[str
         x = np.log1p(df[key].clip(lower=0))
         res[key] = ((x - x.mean()) / x.std()).fillna(0.0).to_numpy()
         res[F.missing_name(key)] = df[key].isna().to_numpy(dtype=np.float32)
-    return {"rows": len(df), "seconds": time.perf_counter() - t0}
+    return {"rows": len(df), "seconds": time.perf_counter() - t0,
+            "import_seconds": round(imported - t0, 2)}
 
 
 WORKERS = {"job": work_job, "naive": work_naive, "pandas": work_pandas}
 
 
-def measure(kind: str, raw_root: Path, window_days: int, runner_args: str) -> dict:
+def measure(kind: str, raw_root: Path, window_days: int, runner_args: str,
+            code_root: Path = REPO) -> dict:
+    """One worker in its own process, importing the product's code from `code_root`."""
     out = tempfile.mkdtemp(prefix=f"bench-{kind}-")
     try:
         cmd = [sys.executable, __file__, "--worker", kind, "--raw-root", str(raw_root),
                "--window", str(window_days), "--out", f"{out}/o", f"--runner-args={runner_args}"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=code_root,
+                              env={**os.environ, "PYTHONPATH": str(code_root)})
         if proc.returncode:
             raise RuntimeError(f"{kind} failed:\n{proc.stderr[-3000:]}")
         result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -148,7 +188,8 @@ def measure(kind: str, raw_root: Path, window_days: int, runner_args: str) -> di
         shutil.rmtree(out, ignore_errors=True)
     result["rows_per_second"] = round(result["rows"] / result["seconds"])
     result["seconds"] = round(result["seconds"], 2)
-    print(f"  {kind:7} {window_days} day(s): {result['rows']:>10,} rows {result['seconds']:>9.1f} s "
+    label = kind if code_root == REPO else "base"
+    print(f"  {label:7} {window_days} day(s): {result['rows']:>10,} rows {result['seconds']:>9.1f} s "
           f"{result['rows_per_second']:>10,} rows/s  peak {result['peak_mb']:>8,.0f} MB  "
           f"cpu {result['cpu_seconds_process']:>7.1f} s", flush=True)
     return result
@@ -187,6 +228,9 @@ def main() -> None:
                    help="rows of the sample that (a) and (b) both process")
     p.add_argument("--runner-args", default="--runner=DirectRunner")
     p.add_argument("--data-dir", help="keep generated data here and reuse it (default: temp)")
+    p.add_argument("--baseline-root", type=Path,
+                   help="an earlier checkout (e.g. a git worktree): (b) on the full rows runs "
+                        "with its code too, in the same run")
     p.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     p.add_argument("--raw-root", help=argparse.SUPPRESS)
     p.add_argument("--window", type=int, help=argparse.SUPPRESS)
@@ -196,14 +240,16 @@ def main() -> None:
     if args.worker:
         import logging
         logging.disable(logging.WARNING)
+        tree = _TreePeak()
         result = WORKERS[args.worker](args.raw_root, args.window, args.out,
                                       args.runner_args.split())
-        result["peak_mb"] = _peak_mb()
+        result["peak_mb"] = tree.stop_mb()
         result["cpu_seconds_process"] = _cpu_seconds()
         print(json.dumps(result), flush=True)
         sys.stderr.flush()
         os._exit(0)   # skip interpreter teardown: TF/Beam threads sometimes segfault there
 
+    from retrain.common.version import git_commit
     growth = sorted({int(x) for x in args.growth_days.split(",") if x} or
                     {1, max(1, args.days // 2), args.days})
     work = Path(args.data_dir or tempfile.mkdtemp(prefix="bench-preprocess-"))
@@ -218,6 +264,8 @@ def main() -> None:
               f"(b)'s peak memory over a growing window:")
         jobs = {d: measure("job", big, d, args.runner_args) for d in growth}
         pandas = measure("pandas", big, args.days, args.runner_args)
+        baseline = args.baseline_root and measure("job", big, args.days, args.runner_args,
+                                                  args.baseline_root.resolve())
     finally:
         if not args.data_dir:
             shutil.rmtree(work, ignore_errors=True)
@@ -232,6 +280,9 @@ def main() -> None:
         "b_job_peak_mb_by_rows": {str(r["rows"]): r["peak_mb"] for r in jobs.values()},
         "b_job_by_window": {str(d): r for d, r in jobs.items()},
         "c_pandas": pandas,
+        "baseline": baseline and {**baseline, "root": str(args.baseline_root),
+                                  "commit": git_commit(args.baseline_root)},
+        "commit": git_commit(REPO),
         "bench_seconds": round(time.perf_counter() - started),
         "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
