@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import queue
+import signal
 import subprocess
 import sys
 import tempfile
@@ -55,6 +56,8 @@ class _Writer:
         self.error: BaseException | None = None
         self.cpu_seconds = 0.0
         self.queue: queue.Queue = queue.Queue(maxsize=2)   # memory stays flat
+        self._failure: BaseException | None = None         # of a thread of ours
+        self._killed = False
         self._stderr = tempfile.TemporaryFile()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)}
@@ -63,28 +66,29 @@ class _Writer:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env)
         for pipe in (self._proc.stdin, self._proc.stdout):
             _widen(pipe)
-        write_block(self._proc.stdin, schema or b"")
-        self._threads = [threading.Thread(target=self._feed, daemon=True, name="shard-feeder"),
+        self._threads = [threading.Thread(target=self._feed, args=(schema,), daemon=True,
+                                          name="shard-feeder"),
                          threading.Thread(target=self._drain, daemon=True, name="shard-drainer")]
         for t in self._threads:
             t.start()
 
-    def _feed(self):
+    def _feed(self, schema: bytes):
         import pyarrow as pa
-        stream = None
+        stream, done = None, False
         try:
+            write_block(self._proc.stdin, schema)
             while (batch := self.queue.get()) is not self._DONE:
                 if stream is None:
                     stream = pa.ipc.new_stream(self._proc.stdin, batch.schema)
                 stream.write_batch(batch)
+            done = True
             if stream is not None:   # a writer that got no batch sends no stream at all
                 stream.close()
             self._proc.stdin.close()
         except BaseException as e:   # raised in the Beam thread by put() / close()
-            self.error = self.error or e
-            self._proc.kill()
-            while self.queue.get() is not self._DONE:   # keep the producer unblocked
-                pass
+            self._fail(e)
+            while not done and self.queue.get() is not self._DONE:   # keep the producer
+                pass                                                   # unblocked
 
     def _drain(self):
         try:
@@ -93,23 +97,39 @@ class _Writer:
                 while chunk := self._proc.stdout.read(_CHUNK):
                     out.write(chunk)
         except BaseException as e:
-            self.error = self.error or e
-            self._proc.kill()
+            self._fail(e)
+
+    def _fail(self, e: BaseException) -> None:
+        self._failure = self._failure or e
+        self.stop()
+
+    def stop(self) -> None:
+        """Kill the helper, unless it has ended already (then its own status says why).
+        It is reaped in `join` only, so its pid cannot be reused before."""
+        pid = self._proc.pid
+        if self._proc.returncode is not None:   # joined already
+            return
+        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+            self._killed = True
+            os.kill(pid, signal.SIGKILL)
 
     def join(self):
+        """Wait for the threads and the helper; set `error` to what went wrong first."""
         for t in self._threads:
             t.join()
+        if self._proc.returncode is not None:   # joined already
+            return
         _, status, usage = os.wait4(self._proc.pid, 0)
-        self._proc.returncode = os.waitstatus_to_exitcode(status)
+        code = self._proc.returncode = os.waitstatus_to_exitcode(status)
         self.cpu_seconds = usage.ru_utime + usage.ru_stime
-        if self._proc.returncode and self.error is None:
+        if code and not self._killed:   # the helper failed: a broken pipe here follows
             self._stderr.seek(0)
             said = self._stderr.read().decode(errors="replace").strip().splitlines()
-            self.error = RuntimeError(f"exit {self._proc.returncode}: "
+            how = f"killed by signal {-code}" if code < 0 else f"exit {code}"
+            self.error = RuntimeError(f"the writer process ({how}): "
                                       f"{said[-1] if said else 'no message'}")
-
-    def kill(self):
-        self._proc.kill()
+        else:
+            self.error = self._failure
 
 
 class ShardWriters:
@@ -139,7 +159,7 @@ class ShardWriters:
         return sum(w.cpu_seconds for w in self._writers)
 
     def put(self, batch):
-        if any(w.error for w in self._writers):
+        if any(w._failure for w in self._writers):
             self.close()   # stops every writer, then raises
         self._writers[self._next].queue.put(batch)
         self._next = (self._next + 1) % len(self._writers)
@@ -154,9 +174,15 @@ class ShardWriters:
             raise RuntimeError(f"writing {failed.path} failed: {failed.error}") from failed.error
 
     def abort(self):
-        """Stop every helper process at once (a bundle given up), writing nothing more."""
+        """Stop every helper process at once (a bundle given up), writing nothing more;
+        after `close` it does nothing."""
         for w in self._writers:
-            w.kill()
+            w.stop()
+        for w in self._writers:
+            if w._threads[0].is_alive():
+                w.queue.put(_Writer._DONE)
+        for w in self._writers:
+            w.join()
 
 
 class _WriteBundleShard(beam.DoFn):

@@ -146,7 +146,7 @@ def test_a_writer_that_gets_no_batch_writes_an_empty_shard(tmp_path):
 def test_a_failing_writer_process_fails_the_caller_naming_its_file_and_reason(tmp_path):
     writers = tfrecord_shards.ShardWriters(str(tmp_path / "s"), None, gzip_level=1, writers=2)
     int32 = pa.RecordBatch.from_arrays([_ragged(np.arange(4), 1, pa.int32())], ["x"])
-    with pytest.raises(RuntimeError, match=r"writing .*s-[01]\.tfrecord\.gz failed: exit 1: "
+    with pytest.raises(RuntimeError, match=r"writing .*s-[01]\.tfrecord\.gz failed: the writer process \(exit 1\): "
                                            r".*Bad field type"):
         for _ in range(50):
             writers.put(int32)   # tfx_bsl refuses int32, in the helper process
@@ -167,8 +167,22 @@ def test_an_abandoned_bundle_leaves_no_process_behind(tmp_path):
     writers = tfrecord_shards.ShardWriters(str(tmp_path / "s"), None, gzip_level=1, writers=2)
     writers.put(_batch(0))
     writers.abort()
-    for w in writers._writers:
-        w._proc.wait(timeout=30)
+    assert all(w._proc.returncode is not None for w in writers._writers)   # ended, reaped
+
+
+def test_a_writer_process_killed_from_outside_fails_the_caller_saying_so(tmp_path):
+    import os
+    import signal
+    writers = tfrecord_shards.ShardWriters(str(tmp_path / "s"), None, gzip_level=1, writers=2)
+    writers.put(_batch(0))
+    os.kill(writers._writers[1]._proc.pid, signal.SIGKILL)   # say, the OOM killer
+    with pytest.raises(RuntimeError, match=r"s-1\.tfrecord\.gz failed: the writer process "
+                                           r"\(killed by signal 9\)"):
+        for _ in range(50):
+            writers.put(_batch(0))
+        writers.close()
+    assert all(w._proc.returncode is not None for w in writers._writers)
+    writers.abort()   # what the DoFn's teardown does after a failed bundle: nothing left
 
 
 def test_the_writer_helper_refuses_a_bad_level_and_a_stream_without_its_block():
