@@ -118,7 +118,7 @@ class _Rows:
 
     def compact(self, scratch: dict) -> np.ndarray:
         """The rows' used bytes, row after row. `scratch`: buffers kept from the previous
-        batch (a fresh 20 MB matrix costs more in page faults than filling it)."""
+        batch (a fresh matrix each batch cost more in page faults than filling it)."""
         rows = _reuse(scratch, "rows", (self.n, self.width), np.uint8)
         rows[:] = np.frombuffer(b"".join(t if isinstance(t, bytes) else bytes(t)   # a slot:
                                          for t in self._template), np.uint8)      # zeros

@@ -34,16 +34,6 @@ _CHUNK = 1 << 20
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
 
 
-def _widen(pipe) -> None:
-    """A 1 MiB pipe instead of 64 KiB: a 9 MB batch then crosses in a few wake-ups of the
-    helper instead of 140 (Linux; elsewhere the default stays)."""
-    try:
-        import fcntl
-        fcntl.fcntl(pipe.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), _CHUNK)
-    except (ImportError, OSError):
-        pass
-
-
 class _Writer:
     """One helper process (`python -m beam_jobs.tfrecord_writer`) and its shard file: a
     feeder thread streams the queued batches to its stdin as Arrow IPC, a drainer thread
@@ -64,8 +54,6 @@ class _Writer:
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "beam_jobs.tfrecord_writer", "--gzip-level", str(gzip_level)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env)
-        for pipe in (self._proc.stdin, self._proc.stdout):
-            _widen(pipe)
         self._threads = [threading.Thread(target=self._feed, args=(schema,), daemon=True,
                                           name="shard-feeder"),
                          threading.Thread(target=self._drain, daemon=True, name="shard-drainer")]
@@ -130,6 +118,7 @@ class _Writer:
                                       f"{said[-1] if said else 'no message'}")
         else:
             self.error = self._failure
+        self._stderr.close()
 
 
 class ShardWriters:
