@@ -32,15 +32,14 @@ _FLOAT_LIST = 2 << 3 | _WIRE_LEN   # Feature.float_list
 _INT64_LIST = 3 << 3 | _WIRE_LEN   # Feature.int64_list
 
 
-def masked_crc32c(data) -> int:
-    """TFRecord's checksum: CRC-32C rotated right by 15 bits plus a constant."""
-    crc = google_crc32c.value(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
 def _masked(crcs: np.ndarray) -> np.ndarray:
-    crcs = crcs.astype(np.uint32)
+    """TFRecord's checksum of CRC-32Cs: rotated right by 15 bits plus a constant."""
+    crcs = np.asarray(crcs, np.uint32)
     return ((crcs >> np.uint32(15)) | (crcs << np.uint32(17))) + np.uint32(0xA282EAD8)
+
+
+def masked_crc32c(data) -> int:
+    return int(_masked(google_crc32c.value(data)))
 
 
 def frame(records) -> bytes:
@@ -249,12 +248,13 @@ def _vectorized(batch: pa.RecordBatch, scratch: dict) -> np.ndarray | None:
 
 
 class ExampleEncoder:
-    """Encodes batch after batch (one encoder per thread: it keeps scratch buffers).
-    `fallback`: tfx_bsl's RecordBatchToExamplesEncoder for batches the fast path does not
-    take (one is made when needed)."""
+    """Encodes batch after batch (one encoder per thread or process: it keeps scratch
+    buffers). `schema`: the transform's output schema (TFMD proto bytes) for tfx_bsl's
+    encoder, made on the first batch the fast path does not take."""
 
-    def __init__(self, fallback=None):
-        self._fallback = fallback
+    def __init__(self, schema: bytes = b""):
+        self._schema = schema
+        self._fallback = None
         self._scratch: dict = {}
 
     def encode(self, batch: pa.RecordBatch) -> bytes | np.ndarray:
@@ -266,11 +266,18 @@ class ExampleEncoder:
         if fast is not None:
             return fast
         if self._fallback is None:
-            from tfx_bsl.coders import example_coder
-            self._fallback = example_coder.RecordBatchToExamplesEncoder()
+            self._fallback = _tfx_bsl_encoder(self._schema)
         return frame(self._fallback.encode(batch))
 
 
-def tfrecords(batch: pa.RecordBatch, fallback=None) -> bytes | np.ndarray:
-    """`ExampleEncoder(fallback).encode(batch)`, for a single batch."""
-    return ExampleEncoder(fallback).encode(batch)
+def _tfx_bsl_encoder(schema: bytes):
+    from tfx_bsl.coders import example_coder
+    if not schema:
+        return example_coder.RecordBatchToExamplesEncoder()
+    from tensorflow_metadata.proto.v0 import schema_pb2
+    return example_coder.RecordBatchToExamplesEncoder(schema_pb2.Schema.FromString(schema))
+
+
+def tfrecords(batch: pa.RecordBatch, schema: bytes = b"") -> bytes | np.ndarray:
+    """`ExampleEncoder(schema).encode(batch)`, for a single batch."""
+    return ExampleEncoder(schema).encode(batch)
