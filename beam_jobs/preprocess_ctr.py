@@ -58,6 +58,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from beam_jobs import runner
 from beam_jobs.metrics import counters as beam_counters
+from beam_jobs import arrow_coder  # noqa: F401  (registers the RecordBatch coder)
 from beam_jobs import output_commit
 from beam_jobs.tfrecord_shards import WRITERS, WriteTransformedShards
 from beam_jobs.tfrecord_writer import DEFAULT_GZIP_LEVEL, ISAL_MAX_LEVEL
@@ -835,7 +836,8 @@ def _read_for_analysis(pipeline, name, paths: list[str], args, layout: RawLayout
             | f"AnalysisFiles[{name}]" >> beam.Create(paths)
             | f"AnalysisReshuffle[{name}]" >> beam.Reshuffle()
             | f"AnalysisRead[{name}]" >> beam.ParDo(ReadTrainingRows(
-                args.eval_percent, args.batch_size, args.max_line_bytes, layout)))
+                args.eval_percent, args.batch_size, args.max_line_bytes, layout)
+            ).with_output_types(pa.RecordBatch))
 
 
 def _analyze_whole(pipeline, args, files, preprocessing_fn, analysis: dict,
@@ -955,6 +957,9 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                     | "ReadSplit" >> beam.ParDo(
                         ReadSplitBatches(args.span.isoformat(), args.eval_percent,
                                          args.batch_size, args.max_line_bytes, layout)
+                    ).with_output_types(pa.RecordBatch, **{TRAIN_DIR: pa.RecordBatch,
+                                                          EVAL_DIR: pa.RecordBatch,
+                                                          REJECTED_DIR: str}
                     ).with_outputs(TRAIN_DIR, EVAL_DIR, REJECTED_DIR))
                 # Dead letters: one JSON object per rejected record (reason, detail,
                 # source file, line, byte offset, the record's text up to 2 KiB).

@@ -416,3 +416,23 @@ def test_the_marker_commit_writes_the_same_output_without_a_rename(home, preproc
         preprocess_ctr.run(argv)
     assert output_commit.committed(str(out)) == committed
     assert sorted(p.name for p in out.iterdir()) == ["_SUCCESS", committed.rsplit("/", 1)[1]]
+
+
+def test_the_job_never_pickles_a_batch(monkeypatch, home, tmp_path):
+    """Its RecordBatch PCollections are typed, so the runner sizes and moves them with
+    beam_jobs.arrow_coder; a pickled batch (the fallback) is counted through copyreg."""
+    import copyreg
+
+    from beam_jobs import preprocess_ctr
+    pickled = []
+
+    def reducer(batch):
+        pickled.append(batch.num_rows)
+        return pa.RecordBatch.__reduce__(batch)
+
+    monkeypatch.setitem(copyreg.dispatch_table, pa.RecordBatch, reducer)
+    summary = preprocess_ctr.run(["--raw-root", str(home / "raw" / "ctr"), "--span", SPAN,
+                                  "--window-days", "2", "--output-dir", str(tmp_path / "out")])
+    assert summary["rows_train"] > 0 and summary["rows_eval"] > 0
+    assert pickled == []
+
