@@ -54,7 +54,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
-from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
+from apache_beam.options.pipeline_options import SetupOptions
 
 from beam_jobs import runner
 from beam_jobs.metrics import counters as beam_counters
@@ -929,7 +929,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     files = window_files(args.raw_root, args.span, args.window_days, args.exclude_spans)
     # Refuses symlinks out of the root and empty parts; checked again after the read.
     inputs = rawfiles.snapshot([f for parts in files.values() for f in parts], args.raw_root)
-    options = PipelineOptions(beam_args)
+    options = runner.JobOptions(beam_args)
     options.view_as(SetupOptions).save_main_session = save_main_session
     started = time.time()
     commit = output_commit.mode_for(args.output_dir, args.output_commit)

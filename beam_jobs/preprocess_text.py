@@ -33,7 +33,7 @@ from pathlib import Path
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
+from apache_beam.options.pipeline_options import SetupOptions
 
 from beam_jobs import runner
 from beam_jobs.metrics import counters as beam_counters
@@ -227,7 +227,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     labels = cfg.task_labels
     files = window_files(Path(args.raw_root), args.span, args.window_days, args.exclude_spans)
     inputs = rawfiles.snapshot([p for _, p in files], args.raw_root)
-    options = PipelineOptions(beam_args)
+    options = runner.JobOptions(beam_args)
     options.view_as(SetupOptions).save_main_session = save_main_session
     started = time.time()
     output = Path(args.output_dir)

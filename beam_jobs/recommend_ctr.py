@@ -21,7 +21,7 @@ from pathlib import Path
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
+from apache_beam.options.pipeline_options import SetupOptions
 
 from beam_jobs import runner
 from beam_jobs.metrics import counters as beam_counters
@@ -97,7 +97,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     files = sorted(str(p) for p in (Path(args.inputs_dir) / USERS_DIR).glob("part-*.parquet"))
     if not files:
         raise FileNotFoundError(f"no {USERS_DIR}/part-*.parquet in {args.inputs_dir}")
-    options = PipelineOptions(beam_args)
+    options = runner.JobOptions(beam_args)
     options.view_as(SetupOptions).save_main_session = save_main_session
     started = time.time()
     with runner.pipeline(options) as pipeline:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
+from apache_beam.options.pipeline_options import SetupOptions
 
 from beam_jobs import runner
 from beam_jobs.metrics import counters as beam_counters
@@ -127,7 +127,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     args, beam_args = parse_args(argv)
     model_dir, version = resolve_model(args)
     files = window_files(Path(args.raw_root), args.span, args.window_days)
-    options = PipelineOptions(beam_args)
+    options = runner.JobOptions(beam_args)
     options.view_as(SetupOptions).save_main_session = save_main_session
     started = time.time()
     output = Path(args.output_dir)

@@ -49,7 +49,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
+from apache_beam.options.pipeline_options import SetupOptions
 
 from beam_jobs import runner
 from retrain.common import rawfiles
@@ -573,7 +573,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                 and value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
     spans = _outputs(args.span_dir, args.output_dir)
-    options = PipelineOptions(beam_args)
+    options = runner.JobOptions(beam_args)
     options.view_as(SetupOptions).save_main_session = save_main_session
     items, inputs = [], {}
     for span, (span_dir, _) in spans.items():
