@@ -62,7 +62,7 @@ from beam_jobs import arrow_coder  # noqa: F401  (registers the RecordBatch code
 from beam_jobs import output_commit
 from beam_jobs.tfrecord_shards import WRITERS, WriteTransformedShards
 from beam_jobs.tfrecord_writer import DEFAULT_GZIP_LEVEL, ISAL_MAX_LEVEL
-from retrain.common import rawfiles
+from retrain.common import rawfiles, tf_keras_env
 from retrain.common.read_ahead import read_ahead
 from retrain.common.record_limits import RecordLimits, invalid_text, parquet_bytes
 from retrain.common.spans import span_list, window
@@ -905,6 +905,7 @@ def _analyze(pipeline, args, files, sets: list[AnalysisSet], preprocessing_fn, t
 
 def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     """Build and run the pipeline; return (and write) the run summary."""
+    tf_keras_env.use_keras2()   # before TensorFlow's first import
     import tensorflow_transform.beam as tft_beam
     from components.ctr import feature_config
     from components.ctr.transform import make_preprocessing_fn

@@ -54,6 +54,7 @@ import zlib
 from pathlib import Path
 
 from components.ctr.chunks import ChunkScheduler
+from retrain.common import tf_keras_env
 from retrain.common.step import drop_known_lines, main
 
 log = logging.getLogger("retrain.ps_train")
@@ -983,6 +984,7 @@ class _nullcontext:
 
 
 if __name__ == "__main__":
+    tf_keras_env.use_keras2()   # every role: before TensorFlow's first import
     if "--serve" in sys.argv[1:]:
         if "-h" in sys.argv or "--help" in sys.argv:
             print(__doc__)

@@ -436,3 +436,18 @@ def test_the_job_never_pickles_a_batch(monkeypatch, home, tmp_path):
     assert summary["rows_train"] > 0 and summary["rows_eval"] > 0
     assert pickled == []
 
+
+def test_a_fresh_job_process_loads_no_keras_3(home, tmp_path):
+    """As a task runs it (a new process): Keras 2 is chosen before TensorFlow's import
+    (retrain.common.tf_keras_env), so the job pays nothing for Keras 3."""
+    import subprocess
+    import sys
+    code = ("import sys\n"
+            "from components.ctr.preprocess import PreprocessSpec, run\n"
+            f"run(PreprocessSpec(raw_root={str(home / 'raw' / 'ctr')!r}, span={SPAN!r}, "
+            f"output_dir={str(tmp_path / 'out')!r}, window_days=1))\n"
+            "print('keras 3 loaded:', 'keras.src' in sys.modules)\n")
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "keras 3 loaded: False"
