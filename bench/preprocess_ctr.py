@@ -10,7 +10,8 @@ measurement runs in its own process.
 on that same sample, so the a/b ratio compares like with like. (b)'s peak memory is
 measured for a growing window (1, 2, ... days of `--rows-per-day`); peak memory is the
 largest sum of RSS over the measured process and its helpers (the job's shard writers,
-the DirectRunner's workers in multi-process mode), sampled every 0.1 s. Each side's
+the DirectRunner's workers in multi-process mode), sampled every 0.1 s from the bench's
+own process. Each side's
 seconds count from before its own imports (TensorFlow and Beam for (b), pandas for (c)):
 what a fresh task process waits; `import_seconds` says how much of it that was. With
 `--baseline-root DIR` (a git worktree of an earlier commit) (b) on the full rows also
@@ -48,36 +49,47 @@ def _cpu_seconds() -> float:
 
 
 class _TreePeak:
-    """Peak RSS of this process and all its descendants together, sampled every 0.1 s
-    (memory here moves over seconds; sampling more often cost measurable CPU). Not ru_maxrss: a helper process (the job's shard writers) counts there with the
-    parent's whole image, which it shares for the instant between fork and exec."""
+    """Peak RSS of a measured process and all its descendants together, watched from the
+    bench's own process (a sampling thread inside the measured one took CPU and the GIL
+    from it: 0.8 CPU s in a 15 s run). RSS every 0.1 s; the list of descendants, the
+    costly part (a scan of /proc), every 0.5 s: helpers here live for seconds. Not
+    ru_maxrss: a helper process (the job's shard writers) counts there with the parent's
+    whole image, which it shares for the instant between fork and exec."""
 
-    def __init__(self):
+    def __init__(self, pid: int):
         import threading
         import psutil
-        self._me, self.peak = psutil.Process(), 0
+        self._root, self.peak = psutil.Process(pid), 0
+        self._tree = [self._root]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
-    def _sample(self) -> int:
+    def _sample(self, rescan: bool) -> int:
         import psutil
+        if rescan:
+            try:
+                self._tree = [self._root, *self._root.children(recursive=True)]
+            except psutil.Error:   # the measured process has ended
+                pass
         total = 0
-        for proc in [self._me, *self._me.children(recursive=True)]:
+        for proc in self._tree:
             try:
                 total += proc.memory_info().rss
-            except psutil.Error:   # ended between the listing and the reading
+            except psutil.Error:   # ended since the last scan
                 pass
         return total
 
     def _run(self):
+        tick = 0
         while not self._stop.wait(0.1):
-            self.peak = max(self.peak, self._sample())
+            self.peak = max(self.peak, self._sample(rescan=tick % 5 == 0))
+            tick += 1
 
     def stop_mb(self) -> float:
         self._stop.set()
         self._thread.join()
-        return round(max(self.peak, self._sample()) / 2**20, 1)
+        return round(self.peak / 2**20, 1)
 
 
 def _days(n: int) -> list[dt.date]:
@@ -98,6 +110,11 @@ def _read_parquet(day_dir: Path, columns: list[str] | None = None):
 def work_job(raw_root: str, window_days: int, out: str, runner_args: list[str]) -> dict:
     """(b): the project's job, exactly as the DAG runs it."""
     t0 = time.perf_counter()
+    try:   # what run() does before importing TensorFlow (absent in an older --baseline-root)
+        from retrain.common.tf_keras_env import use_keras2
+        use_keras2()
+    except ImportError:
+        pass
     import tensorflow_transform.beam  # noqa: F401  (run() imports it: counted apart)
     from beam_jobs import preprocess_ctr
     imported = time.perf_counter()
@@ -179,11 +196,14 @@ def measure(kind: str, raw_root: Path, window_days: int, runner_args: str,
     try:
         cmd = [sys.executable, __file__, "--worker", kind, "--raw-root", str(raw_root),
                "--window", str(window_days), "--out", f"{out}/o", f"--runner-args={runner_args}"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=code_root,
-                              env={**os.environ, "PYTHONPATH": str(code_root)})
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                cwd=code_root, env={**os.environ, "PYTHONPATH": str(code_root)})
+        tree = _TreePeak(proc.pid)
+        stdout, stderr = proc.communicate()
+        peak_mb = tree.stop_mb()
         if proc.returncode:
-            raise RuntimeError(f"{kind} failed:\n{proc.stderr[-3000:]}")
-        result = json.loads(proc.stdout.strip().splitlines()[-1])
+            raise RuntimeError(f"{kind} failed:\n{stderr[-3000:]}")
+        result = {**json.loads(stdout.strip().splitlines()[-1]), "peak_mb": peak_mb}
     finally:
         shutil.rmtree(out, ignore_errors=True)
     result["rows_per_second"] = round(result["rows"] / result["seconds"])
@@ -240,10 +260,8 @@ def main() -> None:
     if args.worker:
         import logging
         logging.disable(logging.WARNING)
-        tree = _TreePeak()
         result = WORKERS[args.worker](args.raw_root, args.window, args.out,
                                       args.runner_args.split())
-        result["peak_mb"] = tree.stop_mb()
         result["cpu_seconds_process"] = _cpu_seconds()
         print(json.dumps(result), flush=True)
         sys.stderr.flush()
