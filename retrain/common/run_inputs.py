@@ -34,11 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from retrain.common.errors import ConfigError
-from retrain.common.settings import env_name, path_list, settings
 
 URL_SCHEMES = ("gs://", "s3://", "hdfs://", "abfs://", "az://")
-DATA_ROOTS_ENV = env_name("allowed_data_roots")
-CONFIG_ROOTS_ENV = env_name("config_roots")
+DATA_ROOTS_ENV = "RETRAIN_ALLOWED_DATA_ROOTS"   # = settings.env_name(...): tests/unit/test_settings.py
+CONFIG_ROOTS_ENV = "RETRAIN_CONFIG_ROOTS"
 # The step package beside this one (a checkout or site-packages): its bundled config folders.
 COMPONENTS = Path(__file__).resolve().parents[2] / "components"
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
@@ -47,6 +46,7 @@ NAME_CAP = 40          # longest key or name a message shows
 
 def _setting_roots(field: str) -> list[Path]:
     """The folders of a path-list setting (allowed_data_roots, config_roots)."""
+    from retrain.common.settings import path_list, settings   # pydantic: 0.15 s to import
     return [Path(p).resolve() for p in path_list(getattr(settings(), field))]
 
 
@@ -95,6 +95,7 @@ def check(span: dt.date, *, raw_root: str | None, config: str | None, config_par
     checked, and a config outside them is refused before it is looked at."""
     today = today or dt.datetime.now(dt.timezone.utc).date()
     if max_future_days is None:
+        from retrain.common.settings import settings
         max_future_days = settings().max_future_days
     roots = allowed_roots() if roots is None else roots
     cfg_roots = allowed_config_roots(roots) if config_roots is None else config_roots

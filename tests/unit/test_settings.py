@@ -69,3 +69,11 @@ def test_empty_or_padded_values_mean_the_default_or_the_value(monkeypatch):
     s = settings()
     assert s.schedule == "@daily" and s.step_launcher == "kubernetes"
     assert s.step_resources == {"limits": {"nvidia.com/gpu": 1}}
+
+
+def test_run_inputs_names_the_variables_of_the_settings_it_reads():
+    # run_inputs imports the settings (and pydantic) only when it reads one, so a step
+    # process that never does (the CTR preprocessing job) does not pay for the import.
+    from retrain.common import run_inputs
+    assert run_inputs.DATA_ROOTS_ENV == env_name("allowed_data_roots")
+    assert run_inputs.CONFIG_ROOTS_ENV == env_name("config_roots")
