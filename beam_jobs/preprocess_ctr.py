@@ -618,7 +618,8 @@ class ReadSplitBatches(beam.DoFn):
                 for split, mask in ((TRAIN_DIR, ~held_out), (EVAL_DIR, eval_mask)):
                     n = int(mask.sum())
                     if n:
-                        splits[split] = to_model_batch(_select(batch, mask, n), self._schema)
+                        splits[split] = to_model_batch(_select(batch, mask, n, self._schema),
+                                                     self._schema)
             yield batch.num_rows + len(rejects), rejects, held_out_rows, splits
 
 
@@ -677,9 +678,12 @@ def held_out_mask(batch: pa.RecordBatch, eval_percent: int, layout: RawLayout) -
     return F.eval_mask(batch.column(layout.example_id), eval_percent)
 
 
-def _select(batch: pa.RecordBatch, mask: np.ndarray, n: int) -> pa.RecordBatch:
-    """The rows of `mask` (`n` of them). Applied to the flat parsed columns, before they
+def _select(batch: pa.RecordBatch, mask: np.ndarray, n: int,
+            schema: pa.Schema) -> pa.RecordBatch:
+    """The rows of `mask` (`n` of them), of the columns the model batch (`schema`) takes:
+    the id and timestamp are never copied. Applied to the flat parsed columns, before they
     become one-element lists: filtering the list columns took twice as long."""
+    batch = batch.select(schema.names)
     return batch if n == batch.num_rows else batch.filter(pa.array(mask))
 
 
@@ -743,7 +747,7 @@ class ReadTrainingRows(beam.DoFn):
             train = ~held_out_mask(batch, self._eval_percent, self._layout)
             n = int(train.sum())
             if n:
-                yield to_model_batch(_select(batch, train, n), self._schema)
+                yield to_model_batch(_select(batch, train, n, self._schema), self._schema)
 
 
 @dataclasses.dataclass(frozen=True)
