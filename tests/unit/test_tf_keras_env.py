@@ -33,3 +33,19 @@ def test_an_explicit_setting_wins():
 def test_too_late_once_tensorflow_is_imported():
     # TensorFlow already loaded Keras 3; tf.Transform sets the variable itself afterwards.
     assert _probe(before="import tensorflow") == "True 1"
+
+
+def test_every_trainer_process_chooses_keras_2_first():
+    # ps, worker and chief all start as `python -m components.ctr.ps_train`; a spec it
+    # refuses ends the process before TensorFlow, after the choice.
+    code = ("import os, runpy, sys\n"
+            "sys.argv = ['ps_train', '--spec', '{\"no_such_field\": 1}']\n"
+            "try:\n"
+            "    runpy.run_module('components.ctr.ps_train', run_name='__main__')\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "print(os.environ.get('TF_USE_LEGACY_KERAS'), 'tensorflow' in sys.modules)\n")
+    environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    out = subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.split("\n")[-2] == "1 False"
