@@ -11,11 +11,10 @@ on that same sample, so the a/b ratio compares like with like. (b)'s peak memory
 measured for a growing window (1, 2, ... days of `--rows-per-day`); peak memory is the
 largest sum of RSS over the measured process and its helpers (the job's shard writers,
 the DirectRunner's workers in multi-process mode), sampled every 0.1 s from the bench's
-own process. Each side's
-seconds count from before its own imports (TensorFlow and Beam for (b), pandas for (c)):
-what a fresh task process waits; `import_seconds` says how much of it that was. With
-`--baseline-root DIR` (a git worktree of an earlier commit) (b) on the full rows also
-runs with that checkout's code, in the same run. Prints a table and writes
+own process. Each side's seconds count from before its own imports (TensorFlow and Beam
+for (b), pandas for (c)): what a fresh task process waits; `import_seconds` says how much
+of it that was. With `--baseline-root DIR` (a git worktree of an earlier commit) (b) on
+the full rows also runs with that checkout's code, in the same run. Prints a table and writes
 bench/results/preprocess_ctr.json.
 
     .venv/bin/python bench/preprocess_ctr.py --rows-per-day 250000 --days 4 --naive-rows 20000
