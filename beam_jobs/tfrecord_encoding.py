@@ -39,7 +39,8 @@ def _masked(crcs: np.ndarray) -> np.ndarray:
 
 
 def masked_crc32c(data) -> int:
-    return int(_masked(google_crc32c.value(data)))
+    # A one-element array: numpy warns of the (intended) uint32 wrap-around on scalars.
+    return int(_masked(np.array([google_crc32c.value(data)]))[0])
 
 
 def frame(records) -> bytes:

@@ -87,6 +87,16 @@ class _Writer:
         except BaseException as e:
             self._fail(e)
 
+    @property
+    def failed(self) -> bool:
+        """A thread of ours failed (the helper's own failure shows in `join`)."""
+        return self._failure is not None
+
+    def end_input(self) -> None:
+        """No more batches: the feeder closes the stream (nothing to do once it ended)."""
+        if self._threads[0].is_alive():
+            self.queue.put(self._DONE)
+
     def _fail(self, e: BaseException) -> None:
         self._failure = self._failure or e
         self.stop()
@@ -148,14 +158,14 @@ class ShardWriters:
         return sum(w.cpu_seconds for w in self._writers)
 
     def put(self, batch):
-        if any(w._failure for w in self._writers):
+        if any(w.failed for w in self._writers):
             self.close()   # stops every writer, then raises
         self._writers[self._next].queue.put(batch)
         self._next = (self._next + 1) % len(self._writers)
 
     def close(self):
         for w in self._writers:
-            w.queue.put(_Writer._DONE)
+            w.end_input()
         for w in self._writers:
             w.join()
         failed = next((w for w in self._writers if w.error), None)
@@ -168,8 +178,7 @@ class ShardWriters:
         for w in self._writers:
             w.stop()
         for w in self._writers:
-            if w._threads[0].is_alive():
-                w.queue.put(_Writer._DONE)
+            w.end_input()
         for w in self._writers:
             w.join()
 
