@@ -86,7 +86,7 @@ def calibration(labels, probs) -> float:
     return float(p.mean()) / base
 
 
-def _entropy(rate: float) -> float:
+def base_rate_entropy(rate: float) -> float:
     return -(rate * math.log(rate) + (1.0 - rate) * math.log(1.0 - rate))
 
 
@@ -100,7 +100,7 @@ def normalized_entropy(labels, probs) -> float:
     base = float(y.mean())
     if base in (0.0, 1.0):
         raise ValueError("normalized entropy needs both classes")
-    return log_loss(labels, probs) / _entropy(base)
+    return log_loss(labels, probs) / base_rate_entropy(base)
 
 
 def binary_metrics(labels, probs) -> dict:
@@ -246,7 +246,7 @@ def _row_log_loss(y: np.ndarray, p: np.ndarray) -> np.ndarray:
     return -(y * np.log(p) + (1.0 - y) * np.log1p(-p))
 
 
-def _interval(values: np.ndarray, estimate: float, level: float) -> dict:
+def percentile_interval(values: np.ndarray, estimate: float, level: float) -> dict:
     valid = values[np.isfinite(values)]
     if valid.size == 0:
         return {"estimate": estimate, "low": None, "high": None, "std": None, "valid": 0}
@@ -295,15 +295,15 @@ def bootstrap_ci(labels, probs, *, baseline_probs=None, n_resamples: int = 200,
         point_auc = None
     out = {"method": "percentile bootstrap", "n_resamples": n_resamples, "seed": seed,
            "level": level, "rows": int(n),
-           "auc": _interval(aucs_a, point_auc, level),
-           "log_loss": _interval(lls_a, float(loss_p.mean()), level)}
+           "auc": percentile_interval(aucs_a, point_auc, level),
+           "log_loss": percentile_interval(lls_a, float(loss_p.mean()), level)}
     if loss_q is not None:
         try:
             delta: float | None = auc(y, p) - auc(y, q)
         except ValueError:
             delta = None
-        out["auc_delta"] = _interval(aucs_a - np.concatenate(base_aucs), delta, level)
-        out["log_loss_delta"] = _interval(lls_a - np.concatenate(base_lls),
+        out["auc_delta"] = percentile_interval(aucs_a - np.concatenate(base_aucs), delta, level)
+        out["log_loss_delta"] = percentile_interval(lls_a - np.concatenate(base_lls),
                                           float(loss_p.mean() - loss_q.mean()), level)
     return out
 
@@ -438,7 +438,7 @@ def macro_f1_interval(confusion, *, n_resamples: int = 2000, seed: int = 0,
     resampled = macro_f1_from_confusion(draws.reshape(n_resamples, k, k))
     return {"method": "percentile bootstrap (multinomial over the confusion matrix)",
             "n_resamples": n_resamples, "seed": seed, "level": level, "rows": n,
-            **_interval(resampled, float(macro_f1_from_confusion(cm)), level)}
+            **percentile_interval(resampled, float(macro_f1_from_confusion(cm)), level)}
 
 
 def paired_macro_f1_interval(y_true, pred, other_pred, n_classes: int, *,
@@ -476,5 +476,5 @@ def paired_macro_f1_interval(y_true, pred, other_pred, n_classes: int, *,
     f_b = macro_f1_from_confusion(confusions(cell_b, draws))
     return {"method": "paired percentile bootstrap (multinomial over (true, a, b) cells)",
             "n_resamples": n_resamples, "seed": seed, "level": level, "rows": n,
-            "a": _interval(f_a, est_a, level), "b": _interval(f_b, est_b, level),
-            "delta": _interval(f_a - f_b, est_a - est_b, level)}
+            "a": percentile_interval(f_a, est_a, level), "b": percentile_interval(f_b, est_b, level),
+            "delta": percentile_interval(f_a - f_b, est_a - est_b, level)}

@@ -1,7 +1,9 @@
 """Evaluate a candidate CTR model against the published one, then apply the gate.
 
 Both models score the same raw held-out rows of the whole training window (no model ever
-trains on them; the span's own rows are a slice), through their own serving signatures;
+trains on them; the span's own rows are a slice), through their own serving signatures,
+in a Beam job (`beam_jobs.evaluate_ctr`: part files spread over workers, rows folded into
+mergeable histograms and bootstrap replicates, so no process holds the window's rows);
 when the published model was trained with another held-out share, only rows held out
 under both splits are scored, and the report says so; the click probabilities that generated the labels give the Bayes-optimal
 figures on those rows, the ceiling any model can reach. Headline metrics carry paired
@@ -63,6 +65,9 @@ class EvaluateSpec:
     bootstrap_seed: int = 0
     # Rows whose candidate scores are kept for the serving check.
     scores_sample_rows: int = 500
+    # Runner options of the evaluation job (e.g. ["--direct_running_mode=multi_processing",
+    # "--direct_num_workers=2"], or a Flink/Spark/Dataflow runner's flags).
+    beam_args: list[str] = dataclasses.field(default_factory=list)
     # The report's metric history of published versions (no history section if None).
     registry_root: str | None = None
     model_name: str = "ctr"
@@ -83,13 +88,13 @@ def _curves(labels, scores: dict) -> dict:
 
 def assess(labels, scores: dict, slice_values: dict, thresholds, force_reason: str | None = None,
            n_resamples: int = 200, seed: int = 0, notes: list[str] = ()) -> dict:
-    """Everything eval.json holds about the models, from scores already computed.
+    """Everything eval.json holds about the models, from every row's scores in memory.
 
     `scores` maps "candidate" (required), "baseline" and "bayes_optimal" (optional) to
     one probability per row; `slice_values` is `components.ctr.slices.assign`'s output.
-    Pure (no I/O, no TensorFlow), so the whole evaluation logic is testable on arrays.
+    Pure (no I/O, no TensorFlow): the exact reference `assess_accumulated` is tested
+    against, and what small in-memory checks use.
     """
-    from components import gate
     from components.metrics import binary_metrics, bootstrap_ci, slice_metrics
 
     metrics: dict = {name: binary_metrics(labels, s) for name, s in scores.items()}
@@ -99,26 +104,51 @@ def assess(labels, scores: dict, slice_values: dict, thresholds, force_reason: s
             labels, s, baseline_probs=scores.get("baseline") if name == "candidate" else None,
             n_resamples=n_resamples, seed=seed)
     per_slice = {name: slice_metrics(labels, s, slice_values) for name, s in scores.items()}
+    return _decided(int(len(labels)), metrics, per_slice, list(slice_values),
+                    _curves(labels, scores), thresholds, force_reason, notes)
+
+
+def assess_accumulated(acc, slice_names: list[str], thresholds,
+                       force_reason: str | None = None, notes: list[str] = ()) -> dict:
+    """`assess`'s answer from a `components.binned_metrics.EvalAccumulator` (what the
+    evaluation job folded the window's rows into)."""
+    metrics: dict = {name: acc.binary_metrics(name) for name in acc.models}
+    for name in acc.models:
+        metrics[name]["ci"] = acc.bootstrap_ci(
+            name, baseline="baseline" if name == "candidate" and "baseline" in acc.models
+            else None)
+    per_slice = {name: acc.slice_metrics(name, slice_names) for name in acc.models}
+    curves: dict = {"roc": {}, "reliability": {}}
+    for name in acc.models:
+        try:
+            curves["roc"][name] = acc.roc_curve(name, max_points=ROC_POINTS)
+        except ValueError:  # one class only: no ROC curve
+            curves["roc"][name] = None
+        curves["reliability"][name] = acc.reliability_curve(name, n_bins=RELIABILITY_BINS)
+    return _decided(acc.rows, metrics, per_slice, list(slice_names), curves, thresholds,
+                    force_reason, notes)
+
+
+def _decided(rows: int, metrics: dict, per_slice: dict, slice_names: list[str], curves: dict,
+             thresholds, force_reason, notes) -> dict:
+    from components import gate
     candidate, baseline = metrics["candidate"], metrics.get("baseline")
     decision = gate.decide(
         {**candidate, "slices": per_slice["candidate"]},
         baseline and {**baseline, "slices": per_slice["baseline"]},
         thresholds, force_reason=force_reason, notes=list(notes))
     return {
-        "rows": int(len(labels)),
+        "rows": rows,
         "candidate": candidate,
         "baseline": baseline,
         "bayes_optimal": metrics.get("bayes_optimal"),
         "thresholds": thresholds.to_dict(),
         "decision": decision.to_dict(),
-        "slices": {"names": list(slice_values),
+        "slices": {"names": slice_names,
                    **{name: per_slice.get(name) for name in
                       ("candidate", "baseline", "bayes_optimal")}},
-        "curves": _curves(labels, scores),
+        "curves": curves,
     }
-
-
-SPAN_SLICE = "span"
 
 
 def _or_config(value, configured):
@@ -159,61 +189,63 @@ def common_split(split: dict, baseline_model_dir: str | None) -> tuple[int, list
     return percent, []
 
 
-def read_window_eval_rows(span_dir: str, older_dirs: list[str], eval_percent: int, cfg):
-    """Held-out rows of the span first, then of the window's older days, with the day
-    each came from (the `span` slice: this span vs the earlier days)."""
-    import numpy as np
-    import pyarrow as pa
+STATE_FILE = "eval_state.npz"
 
-    from components.ctr import rawdata
-    tables, origin = [], []
-    for i, day_dir in enumerate([span_dir, *older_dirs]):
-        t = rawdata.read_eval_rows(day_dir, eval_percent, cfg)
-        tables.append(t)
-        origin.append(np.full(t.num_rows, "span" if i == 0 else "earlier days", dtype=object))
-    rows = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    return rows, np.concatenate(origin), [t.num_rows for t in tables]
+
+def job_argv(spec: EvaluateSpec, days: list[str], percent: int, slice_names: list[str],
+             truth: bool, output: str) -> list[str]:
+    """The evaluation job's command line for this spec."""
+    import json
+    models = [f"candidate={spec.candidate_model_dir}"] + (
+        [f"baseline={spec.baseline_model_dir}"] if spec.baseline_model_dir else [])
+    return ["--day-dirs", json.dumps(days), "--eval-percent", str(percent),
+            *[a for m in models for a in ("--model", m)], *(["--truth"] if truth else []),
+            "--slices", json.dumps(slice_names), "--top-categories", str(spec.top_categories),
+            "--bootstrap-resamples", str(spec.bootstrap_resamples),
+            "--bootstrap-seed", str(spec.bootstrap_seed), "--output", output,
+            *spec.beam_args]
 
 
 def run(spec: EvaluateSpec) -> dict:
     """Score candidate and baseline on the same rows; decide whether to bless; report."""
-    import numpy as np
-
+    from beam_jobs import evaluate_ctr
     from components import gate
-    from retrain.common.atomic import write_json
+    from components.binned_metrics import EvalAccumulator
     from components.ctr import feature_config, rawdata, slices
+    from retrain.common.atomic import write_json
 
     # The raw inputs each model takes come from the feature config it was trained with.
     cfg = feature_config.for_model_dir(spec.candidate_model_dir)
     split = split_of(cfg, spec.eval_percent)
     percent, notes = common_split(split, spec.baseline_model_dir)
     older = [d for d in (spec.window_span_dirs or []) if d != spec.span_dir]
-    rows, origin, per_day = read_window_eval_rows(spec.span_dir, older, percent, cfg)
-    if rows.num_rows == 0:
-        raise ValueError(f"no eval rows in {spec.span_dir} at eval_percent={percent}")
-    for note in notes:
-        log.warning("%s", note)
-    labels = rows.column(cfg.label).to_numpy()
-    scores = {"candidate": rawdata.predict(spec.candidate_model_dir,
-                                           rawdata.to_raw_features(rows, cfg))}
+    days = [spec.span_dir, *older]
     if spec.baseline_model_dir:
         base_cfg = feature_config.for_model_dir(spec.baseline_model_dir)
-        missing = sorted(set(base_cfg.raw_columns()) - set(rows.column_names))
+        missing = sorted(set(base_cfg.raw_columns()) - set(cfg.raw_columns()))
         if missing:
             raise ValueError(
                 f"the baseline {spec.baseline_model_dir} takes raw column(s) {missing} that "
                 f"the candidate's feature config {cfg.name!r} does not read; the two cannot "
                 f"be compared on the same rows (force-bless with a reason to replace it)")
-        scores["baseline"] = rawdata.predict(spec.baseline_model_dir,
-                                             rawdata.to_raw_features(rows, base_cfg))
-    try:
-        ids, start, truth = rows.column(cfg.example_id), 0, []
-        for day_dir, n in zip([spec.span_dir, *older], per_day):
-            truth.append(rawdata.true_probabilities(day_dir, ids.slice(start, n)))
-            start += n
-        scores["bayes_optimal"] = np.concatenate(truth)
-    except FileNotFoundError:
-        pass  # real logs carry no true probability
+    for note in notes:
+        log.warning("%s", note)
+    if spec.slices is not None:
+        wanted = list(spec.slices)
+    elif cfg.fingerprint() == feature_config.default().fingerprint():
+        wanted = list(slices.SLICES)
+    else:
+        wanted = list(cfg.slices)
+    # Real logs carry no true probability: Bayes-optimal figures only for generated days.
+    truth = all((Path(d) / "_truth.parquet").is_file() for d in days)
+    out_dir = Path(spec.out_dir)
+    state = str(out_dir / STATE_FILE)
+    job = evaluate_ctr.run(job_argv(spec, days, percent, wanted, truth, state))
+    acc = EvalAccumulator.load(state)
+    per_day = [acc.counts.get(f"day{i}", 0) for i in range(len(days))]
+    if acc.rows == 0:
+        raise ValueError(f"no eval rows in {spec.span_dir} at eval_percent={percent}")
+    slice_names = wanted + ([slices.SPAN_SLICE] if older else [])
 
     thresholds = gate.Thresholds(min_auc=spec.min_auc, max_auc_drop=spec.max_auc_drop,
                                  max_log_loss_increase=spec.max_log_loss_increase,
@@ -226,33 +258,30 @@ def run(spec: EvaluateSpec) -> dict:
                                  max_slice_auc_drop=spec.max_slice_auc_drop,
                                  min_slice_rows=spec.min_slice_rows,
                                  min_slice_positives=spec.min_slice_positives)
-    if spec.slices is not None:
-        wanted = spec.slices
-    elif cfg.fingerprint() == feature_config.default().fingerprint():
-        wanted = slices.SLICES
-    else:
-        wanted = list(cfg.slices)
-    slice_values = slices.assign(rows, wanted, spec.top_categories)
-    if older:
-        slice_values[SPAN_SLICE] = origin
-    assessed = assess(labels, scores, slice_values, thresholds, spec.force_reason,
-                      spec.bootstrap_resamples, spec.bootstrap_seed, notes=notes)
+    assessed = assess_accumulated(acc, slice_names, thresholds, spec.force_reason, notes=notes)
     assessed["slices"]["top_categories"] = spec.top_categories
     candidate, baseline = assessed["candidate"], assessed["baseline"]
     bayes, decision = assessed["bayes_optimal"], gate.Decision.from_dict(assessed["decision"])
 
-    out_dir = Path(spec.out_dir)
-    n_sample = min(spec.scores_sample_rows, per_day[0])   # the span's rows only
+    # The serving check compares against the candidate's scores of the span's first
+    # held-out rows: a bounded read, scored here.
+    sample_rows = rawdata.first_eval_rows(spec.span_dir, percent,
+                                          min(spec.scores_sample_rows, per_day[0]), cfg)
+    sample_scores = (rawdata.predict(spec.candidate_model_dir,
+                                     rawdata.to_raw_features(sample_rows, cfg))
+                     if sample_rows.num_rows else [])
     sample = write_json(out_dir / SCORES_SAMPLE_FILE, {
         "model_dir": spec.candidate_model_dir, "span_dir": spec.span_dir,
         "eval_percent": spec.eval_percent, "output": "p_click",
-        "example_ids": rows.column(cfg.example_id).slice(0, n_sample).to_pylist(),
-        "scores": [float(x) for x in scores["candidate"][:n_sample]]})
+        "example_ids": sample_rows.column(cfg.example_id).to_pylist(),
+        "scores": [float(x) for x in sample_scores]})
     report = {"span_dir": spec.span_dir, "eval_percent": percent, "split": split,
-              "window_span_dirs": [spec.span_dir, *older], "rows_per_day": per_day,
+              "window_span_dirs": days, "rows_per_day": per_day,
               "candidate_model_dir": spec.candidate_model_dir,
               "baseline_model_dir": spec.baseline_model_dir,
-              "scores_sample": str(sample), **assessed}
+              "scores_sample": str(sample),
+              "evaluation_job": {k: job[k] for k in ("parts", "runner", "beam_seconds")},
+              **assessed}
     out = write_json(out_dir / EVAL_FILE, report)
     for reason in decision.reasons:
         log.info("gate: %s", reason)
@@ -266,7 +295,7 @@ def run(spec: EvaluateSpec) -> dict:
             "candidate": {k: candidate[k] for k in ("auc", "log_loss")},
             "baseline": baseline and {k: baseline[k] for k in ("auc", "log_loss")},
             "bayes_optimal": bayes and {k: bayes[k] for k in ("auc", "log_loss")},
-            "rows": rows.num_rows, "span_rows": per_day[0], "split": split,
+            "rows": acc.rows, "span_rows": per_day[0], "split": split,
             "scored_eval_percent": percent, "scores_sample_uri": str(sample),
             "report_uri": report_uri, "report_error": report_error}
 

@@ -87,6 +87,13 @@ def eval_mask(example_ids, eval_percent: int):
     """`is_eval` of many ids at once (a pyarrow string/binary array, or a list of str or
     bytes), as a numpy bool array: the same buckets, computed column-wise."""
     import numpy as np
+    return id_hash64(example_ids) % np.uint64(100) < eval_percent
+
+
+def id_hash64(example_ids):
+    """The split's 64-bit hash of each id (before `% 100`), as a numpy uint64 array:
+    also what the evaluation's bootstrap weights are drawn from."""
+    import numpy as np
     import pyarrow as pa
 
     ids = example_ids if isinstance(example_ids, (pa.Array, pa.ChunkedArray)) else pa.array(
@@ -97,7 +104,7 @@ def eval_mask(example_ids, eval_percent: int):
     ids = ids.cast(pa.large_binary())
     n = len(ids)
     if n == 0:
-        return np.zeros(0, dtype=bool)
+        return np.zeros(0, dtype=np.uint64)
     offsets = np.frombuffer(ids.buffers()[1], dtype=np.int64)[ids.offset:ids.offset + n + 1]
     data = (np.frombuffer(ids.buffers()[2], dtype=np.uint8) if ids.buffers()[2] is not None
             else np.zeros(0, dtype=np.uint8))
@@ -117,7 +124,7 @@ def eval_mask(example_ids, eval_percent: int):
         h ^= h >> np.uint64(27)
         h *= np.uint64(_MIX2)
         h ^= h >> np.uint64(31)
-    return h % np.uint64(100) < eval_percent
+    return h
 
 
 def derived_ids(batch, columns):

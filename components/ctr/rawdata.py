@@ -25,23 +25,58 @@ def _default_config():
     return feature_config.default()
 
 
-def read_span(span_dir: str | Path, cfg=None) -> pa.Table:
-    """Every accepted row of a span: the config's raw columns (default: generated logs)."""
-    from beam_jobs.preprocess_ctr import (JSONL_SUFFIXES, PARQUET_SUFFIXES, RawLayout,
-                                          batch_schema, read_batches)
-    layout = RawLayout.of(cfg or _default_config())
+def span_parts(span_dir: str | Path) -> list[str]:
+    """A span's raw part files, in name order (what every reader of the span reads)."""
+    from beam_jobs.preprocess_ctr import JSONL_SUFFIXES, PARQUET_SUFFIXES
     parts = sorted(str(p) for p in Path(span_dir).glob("part-*")
                    if p.name.endswith(PARQUET_SUFFIXES + JSONL_SUFFIXES))
     if not parts:
         raise FileNotFoundError(f"no part-*.parquet or part-*.jsonl[.gz] files in {span_dir}")
-    batches = [b for p in parts for b, _ in read_batches(p, 65536, layout=layout) if b.num_rows]
-    return pa.Table.from_batches(batches, schema=batch_schema(layout))
+    return parts
+
+
+def part_batches(part: str, cfg=None, eval_percent: int | None = None,
+                 batch_size: int = 65536):
+    """Accepted rows of one part file as RecordBatches (only the held-out ones with
+    `eval_percent`): a shard of the span, read a batch at a time."""
+    from beam_jobs.preprocess_ctr import RawLayout, read_batches
+    cfg = cfg or _default_config()
+    for batch, _ in read_batches(part, batch_size, layout=RawLayout.of(cfg)):
+        if eval_percent is not None and batch.num_rows:
+            batch = batch.filter(pa.array(F.eval_mask(batch.column(cfg.example_id),
+                                                      eval_percent)))
+        if batch.num_rows:
+            yield batch
+
+
+def read_span(span_dir: str | Path, cfg=None) -> pa.Table:
+    """Every accepted row of a span: the config's raw columns (default: generated logs)."""
+    from beam_jobs.preprocess_ctr import RawLayout, batch_schema
+    cfg = cfg or _default_config()
+    batches = [b for p in span_parts(span_dir) for b in part_batches(p, cfg)]
+    return pa.Table.from_batches(batches, schema=batch_schema(RawLayout.of(cfg)))
 
 
 def read_eval_rows(span_dir: str | Path, eval_percent: int, cfg=None) -> pa.Table:
     cfg = cfg or _default_config()
     table = read_span(span_dir, cfg)
     return table.filter(pa.array(F.eval_mask(table.column(cfg.example_id), eval_percent)))
+
+
+def first_eval_rows(span_dir: str | Path, eval_percent: int, n: int, cfg=None) -> pa.Table:
+    """The first `n` held-out rows of a span in file order, reading no further."""
+    from beam_jobs.preprocess_ctr import RawLayout, batch_schema
+    cfg = cfg or _default_config()
+    batches, got = [], 0
+    for part in span_parts(span_dir):
+        for batch in part_batches(part, cfg, eval_percent):
+            batches.append(batch.slice(0, n - got))
+            got += batches[-1].num_rows
+            if got >= n:
+                break
+        if got >= n:
+            break
+    return pa.Table.from_batches(batches, schema=batch_schema(RawLayout.of(cfg)))
 
 
 def read_rows_by_id(span_dir: str | Path, example_ids: list[str], cfg=None) -> pa.Table:
@@ -97,13 +132,24 @@ def to_raw_features(table: pa.Table, cfg=None, columns=None) -> dict[str, np.nda
     return out
 
 
+class Scorer:
+    """A SavedModel's `serving_default` signature, loaded once, scoring raw columns."""
+
+    def __init__(self, model_dir: str | Path, batch_size: int = 8192):
+        import tensorflow as tf
+        self._serve = tf.saved_model.load(str(model_dir)).signatures["serving_default"]
+        self._batch_size = batch_size
+
+    def __call__(self, raw: dict[str, np.ndarray]) -> np.ndarray:
+        import tensorflow as tf
+        n = len(next(iter(raw.values())))
+        scores = []
+        for start in range(0, n, self._batch_size):
+            batch = {k: tf.constant(v[start:start + self._batch_size]) for k, v in raw.items()}
+            scores.append(self._serve(**batch)["p_click"].numpy().reshape(-1))
+        return np.concatenate(scores) if scores else np.zeros(0)
+
+
 def predict(model_dir: str | Path, raw: dict[str, np.ndarray], batch_size: int = 8192) -> np.ndarray:
     """Score raw features through a SavedModel's `serving_default` signature."""
-    import tensorflow as tf
-    serve = tf.saved_model.load(str(model_dir)).signatures["serving_default"]
-    n = len(next(iter(raw.values())))
-    scores = []
-    for start in range(0, n, batch_size):
-        batch = {k: tf.constant(v[start:start + batch_size]) for k, v in raw.items()}
-        scores.append(serve(**batch)["p_click"].numpy().reshape(-1))
-    return np.concatenate(scores) if scores else np.zeros(0)
+    return Scorer(model_dir, batch_size)(raw)

@@ -26,16 +26,16 @@ UNKNOWN = "unknown"
 SLICES = ("category", "device", "user_type")
 
 
-def _category(table: pa.Table, top_categories: int, column: str = "category_id") -> np.ndarray:
-    values = np.asarray(table.column(column).fill_null(UNKNOWN).to_pylist(), dtype=object)
-    uniq, counts = np.unique(values.astype(str), return_counts=True)
-    ranked = sorted(range(uniq.size), key=lambda k: (-counts[k], uniq[k]))
-    top = {str(uniq[k]) for k in ranked[:max(int(top_categories), 0)]}
-    return np.array([v if v in top else OTHER for v in values.astype(str)], dtype=object)
+# With older days in the window: which day a held-out row came from.
+SPAN_SLICE, THIS_SPAN, EARLIER_DAYS = "span", "span", "earlier days"
+# Slices whose values are grouped into the `top_categories` most frequent plus OTHER;
+# the others (device, user_type, ...) keep every value.
+FIXED = ("device", "user_type")
 
 
-def _device(table: pa.Table) -> np.ndarray:
-    return np.asarray(table.column("device").fill_null(UNKNOWN).to_pylist(), dtype=object)
+def _strings(table: pa.Table, column: str) -> np.ndarray:
+    return np.asarray(table.column(column).fill_null(UNKNOWN).to_pylist(),
+                      dtype=object).astype(str).astype(object)
 
 
 def _user_type(table: pa.Table) -> np.ndarray:
@@ -45,14 +45,46 @@ def _user_type(table: pa.Table) -> np.ndarray:
     return np.where(missing, UNKNOWN, np.where(returning, "returning", "new")).astype(object)
 
 
+def _check(table_columns, slices) -> None:
+    unknown = sorted(set(slices) - set(SLICES) - set(table_columns))
+    if unknown:
+        raise ValueError(f"unknown slice(s) {unknown}; known: {list(SLICES)} or a raw "
+                         f"column of the eval rows {list(table_columns)}")
+
+
+def raw_values(table: pa.Table, slices) -> dict[str, np.ndarray]:
+    """{slice name: each row's value before grouping} (a batch at a time, mergeable)."""
+    _check(table.column_names, slices)
+    out = {}
+    for name in slices:
+        if name == "user_type":
+            out[name] = _user_type(table)
+        else:
+            out[name] = _strings(table, "category_id" if name == "category" else name)
+    return out
+
+
+def top_values(counts: dict[str, int], top_categories: int) -> set[str]:
+    """The `top_categories` values with the most rows (ties by name)."""
+    ranked = sorted(counts, key=lambda v: (-counts[v], v))
+    return set(ranked[:max(int(top_categories), 0)])
+
+
+def grouped(name: str, values: np.ndarray, top: set[str] | None) -> np.ndarray:
+    """A slice's values with those outside `top` as OTHER (FIXED slices: unchanged)."""
+    if name in FIXED or top is None:
+        return values
+    return np.array([v if v in top else OTHER for v in values], dtype=object)
+
+
 def assign(table: pa.Table, slices: tuple[str, ...] | list[str] = SLICES,
            top_categories: int = 10) -> dict[str, np.ndarray]:
     """{slice name: one value per row}, the input `components.metrics.slice_metrics` takes."""
-    unknown = sorted(set(slices) - set(SLICES) - set(table.column_names))
-    if unknown:
-        raise ValueError(f"unknown slice(s) {unknown}; known: {list(SLICES)} or a raw "
-                         f"column of the eval rows {table.column_names}")
-    makers = {"category": lambda: _category(table, top_categories),
-              "device": lambda: _device(table), "user_type": lambda: _user_type(table)}
-    return {name: (makers[name]() if name in makers else
-                   _category(table, top_categories, column=name)) for name in slices}
+    out = {}
+    for name, values in raw_values(table, slices).items():
+        top = None
+        if name not in FIXED:
+            uniq, counts = np.unique(values.astype(str), return_counts=True)
+            top = top_values(dict(zip(uniq.tolist(), counts.tolist())), top_categories)
+        out[name] = grouped(name, values, top)
+    return out

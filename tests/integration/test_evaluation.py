@@ -31,18 +31,8 @@ def raw_dtypes():
 
 def save_model(path, score_fn, inputs=None, signature="serving_default") -> str:
     """A SavedModel whose signature maps raw features to {"p_click": score_fn(features)}."""
-    import tensorflow as tf
-
-    class Model(tf.Module):
-        @tf.function(input_signature=[{k: tf.TensorSpec([None], d, name=k)
-                                       for k, d in (inputs or raw_dtypes()).items()}])
-        def serve(self, features):
-            return {"p_click": score_fn(features)}
-
-    model = Model()
-    tf.saved_model.save(model, str(path),
-                        signatures={signature: model.serve.get_concrete_function()})
-    return str(path)
+    from savedmodels import save_model as save
+    return save(path, score_fn, inputs or raw_dtypes(), signature)
 
 
 def position_logit(f):
