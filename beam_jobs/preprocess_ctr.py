@@ -69,8 +69,8 @@ from retrain.common.spans import span_list, window
 from retrain.common.step import drop_known_lines
 from retrain.common import paths
 from components.ctr import features as F
-from components.ctr.formats import (EVAL_DIR, REJECTED_DIR, SUMMARY_FILE, TRAIN_DIR,
-                                      TRANSFORM_DIR)
+from components.ctr.formats import (EVAL_DIR, REJECTED_DIR, SPLIT_STATS_FILE, SUMMARY_FILE,
+                                   TRAIN_DIR, TRANSFORM_DIR, VALIDATION_DIR)
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +85,10 @@ MAX_CACHED_DATASETS = 6
 # Rows per RecordBatch: tf.Transform and the encoder pay a fixed cost per batch; 65,536
 # ran 2M rows 1.4x faster than 4,096 (bench/preprocess_ctr.py) for ~0.2 GB more peak.
 DEFAULT_BATCH_SIZE = 65536
-# The eval split is a small share of the newest day: one shard writer process is enough
-# (each holds about 100 MB).
+# The eval split is a small share of the newest day, and the validation slice a small share
+# of the window: one shard writer process is enough for each (each holds about 100 MB).
 EVAL_WRITERS = 1
+SPLITS = (TRAIN_DIR, EVAL_DIR, VALIDATION_DIR)
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
@@ -102,6 +103,10 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
                         "days whose validation did not let them through)")
     p.add_argument("--eval-percent", type=int, default=20,
                    help="share of the newest span held out for evaluation (stable hash of example_id)")
+    p.add_argument("--validation-percent", type=int, default=F.VALIDATION_PERCENT,
+                   help="share of the window's training rows set aside as the validation "
+                        "slice for early stopping (a second stable hash of example_id; its "
+                        "own shards); 0: none")
     p.add_argument("--output-dir", required=True,
                    help="where shards, transform graph and summary go: a folder, or gs:// / "
                         "s3:// (Beam's FileSystems)")
@@ -572,14 +577,16 @@ class ReadSplitBatches(beam.DoFn):
     train/eval RecordBatches, malformed records to the `rejected` output as JSON lines."""
 
     def __init__(self, eval_span: str, eval_percent: int, batch_size: int,
-                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, layout: RawLayout | None = None):
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, layout: RawLayout | None = None,
+                 validation_percent: int = 0):
         self._eval_span = eval_span
         self._eval_percent = eval_percent
+        self._validation_percent = validation_percent
         self._batch_size = batch_size
         self._max_line_bytes = max_line_bytes
         self._layout = layout or default_layout()
         self._rows_in = Metrics.counter(NAMESPACE, "rows_in")
-        self._rows = {s: Metrics.counter(NAMESPACE, f"rows_{s}") for s in (TRAIN_DIR, EVAL_DIR)}
+        self._rows = {s: Metrics.counter(NAMESPACE, f"rows_{s}") for s in SPLITS}
         self._rows_rejected = Metrics.counter(NAMESPACE, "rows_rejected")
         self._rows_held_out = Metrics.counter(NAMESPACE, "rows_held_out")
         self._by_reason = {r: Metrics.counter(NAMESPACE, f"rejected_{r}") for r in REJECT_REASONS}
@@ -611,11 +618,14 @@ class ReadSplitBatches(beam.DoFn):
                                            self._layout):
             splits, held_out_rows = {}, 0
             if batch.num_rows:
-                held_out = held_out_mask(batch, self._eval_percent, self._layout)
+                h = F.id_hash64(batch.column(self._layout.example_id))
+                held_out = F.held_out_of_hash(h, self._eval_percent)
                 if not is_span:   # an older day's eval rows: no model of any day trains on them
                     held_out_rows = int(held_out.sum())
                 eval_mask = held_out if is_span else np.zeros(batch.num_rows, dtype=bool)
-                for split, mask in ((TRAIN_DIR, ~held_out), (EVAL_DIR, eval_mask)):
+                validation = ~held_out & F.validation_of_hash(h, self._validation_percent)
+                for split, mask in ((TRAIN_DIR, ~held_out & ~validation), (EVAL_DIR, eval_mask),
+                                    (VALIDATION_DIR, validation)):
                     n = int(mask.sum())
                     if n:
                         splits[split] = to_model_batch(_select(batch, mask, n, self._schema),
@@ -907,6 +917,50 @@ def _analyze(pipeline, args, files, sets: list[AnalysisSet], preprocessing_fn, t
     return transform_fn, output_cache
 
 
+class SplitStatsFn(beam.CombineFn):
+    """Transformed batches of a split -> `components.ctr.split_stats.SplitStats` (rows,
+    clicks, occurrences per id of every categorical field): what the trainer needs before
+    its first step, counted in the transform pass instead of a pass of its own."""
+
+    def __init__(self, cfg):
+        from components.ctr.feature_config import transformed_name
+        fields = cfg.categorical_fields()
+        self._label = cfg.label
+        self._columns = {k: transformed_name(k) for k in fields}
+        self._sizes = {k: cfg.categorical_size(k) for k in fields}
+
+    def create_accumulator(self):
+        from components.ctr import split_stats
+        return split_stats.empty(self._sizes)
+
+    def add_input(self, acc, element):
+        from components.ctr import split_stats
+        batch = element[0] if isinstance(element, tuple) else element   # drop passthrough
+        return split_stats.fold(acc, batch, self._label, self._columns)
+
+    def merge_accumulators(self, accumulators):
+        from components.ctr import split_stats
+        accumulators = iter(accumulators)
+        out = next(accumulators)
+        for acc in accumulators:
+            split_stats.merge(out, acc)
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
+def _write_split_stats(by_split: dict, path: str) -> None:
+    """One file for all splits, through Beam's FileSystems (a folder or an object store)."""
+    import io
+
+    from components.ctr import split_stats
+    buf = io.BytesIO()
+    split_stats.write(buf, by_split)
+    with FileSystems.create(path) as f:
+        f.write(buf.getvalue())
+
+
 def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     """Build and run the pipeline; return (and write) the run summary."""
     tf_keras_env.use_keras2()   # before TensorFlow's first import
@@ -922,6 +976,9 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     drop_known_lines("absl", "Tables initialized inside a tf.function")
     if not 0 < args.eval_percent < 100:   # 0: no eval split; 100: nothing to train on
         raise ValueError(f"eval_percent (--eval-percent) must be in 1..99, got {args.eval_percent}")
+    if not 0 <= args.validation_percent < 50:
+        raise ValueError(f"validation_percent (--validation-percent) must be in 0..49, got "
+                         f"{args.validation_percent}")
     if not 1 <= args.gzip_level <= 9:
         raise ValueError(f"gzip_level (--gzip-level) must be in 1..9, got {args.gzip_level}")
     for name in ("window_days", "batch_size", "max_line_bytes", "max_cached_datasets"):
@@ -961,11 +1018,11 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                     | "Reshuffle" >> beam.Reshuffle()
                     | "ReadSplit" >> beam.ParDo(
                         ReadSplitBatches(args.span.isoformat(), args.eval_percent,
-                                         args.batch_size, args.max_line_bytes, layout)
-                    ).with_output_types(pa.RecordBatch, **{TRAIN_DIR: pa.RecordBatch,
-                                                          EVAL_DIR: pa.RecordBatch,
-                                                          REJECTED_DIR: str}
-                    ).with_outputs(TRAIN_DIR, EVAL_DIR, REJECTED_DIR))
+                                         args.batch_size, args.max_line_bytes, layout,
+                                         args.validation_percent)
+                    ).with_output_types(pa.RecordBatch, **{s: pa.RecordBatch for s in SPLITS},
+                                        **{REJECTED_DIR: str}
+                    ).with_outputs(*SPLITS, REJECTED_DIR))
                 # Dead letters: one JSON object per rejected record (reason, detail,
                 # source file, line, byte offset, the record's text up to 2 KiB).
                 _ = splits[REJECTED_DIR] | "WriteRejected" >> beam.io.WriteToText(
@@ -973,10 +1030,15 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                 config = tensor_adapter_config(layout)
                 _ = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(
                     join(tmp, TRANSFORM_DIR))
-                for split in (TRAIN_DIR, EVAL_DIR):
+                stats = []
+                for split in SPLITS:
                     transformed, metadata = (
                         ((splits[split], config), transform_fn)
                         | f"Transform{split}" >> tft_beam.TransformDataset(output_record_batches=True))
+                    if split != EVAL_DIR:   # what the trainer needs before its first step
+                        stats.append(transformed | f"Stats{split}" >> beam.CombineGlobally(
+                            SplitStatsFn(cfg)) | f"Name{split}" >> beam.Map(
+                                lambda s, name=split: (name, s)))
                     if args.num_shards:   # an exact shard count: Beam's per-record sink
                         _ = ((transformed, metadata)
                              | f"Encode{split}" >> tft_beam.EncodeTransformedDataset()
@@ -987,7 +1049,9 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                         _ = ((transformed, metadata)
                              | f"Write{split}" >> WriteTransformedShards(
                                  join(tmp, split), args.gzip_level, NAMESPACE,
-                                 writers=EVAL_WRITERS if split == EVAL_DIR else WRITERS))
+                                 writers=WRITERS if split == TRAIN_DIR else EVAL_WRITERS))
+                _ = (stats | "AllStats" >> beam.Flatten() | "StatsDict" >> beam.combiners.ToDict()
+                     | "WriteStats" >> beam.Map(_write_split_stats, join(tmp, SPLIT_STATS_FILE)))
         result = pipeline.result
         rawfiles.verify_unchanged(inputs)   # analysis and transform read the same bytes
         # Committed values where the runner has them (DirectRunner, Dataflow, Flink).
@@ -1000,6 +1064,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
             "rows_in": counters.get("rows_in", 0),
             "rows_train": counters.get(f"rows_{TRAIN_DIR}", 0),
             "rows_eval": counters.get(f"rows_{EVAL_DIR}", 0),
+            "rows_validation": counters.get(f"rows_{VALIDATION_DIR}", 0),
             "rows_rejected": counters.get("rows_rejected", 0),
             # Older days' held-out rows: in neither split (no model trains on them).
             "rows_held_out": counters.get("rows_held_out", 0),
@@ -1007,6 +1072,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                                    if counters.get(f"rejected_{r}")},
             "rejected_dir": REJECTED_DIR,
             "eval_percent": args.eval_percent,
+            "validation_percent": args.validation_percent,
+            "validation_hash": F.VALIDATION_HASH,
             "feature_config": {"name": cfg.name, "fingerprint": cfg.fingerprint()[:16],
                                "source": args.feature_config or "default"},
             "seconds": round(time.time() - started, 1),
@@ -1022,11 +1089,12 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
             "runner": runner.name(options),
         }
         summary["rows_per_second"] = round(summary["rows_in"] / max(summary["seconds"], 1e-9))
-        accounted = (summary["rows_train"] + summary["rows_eval"] + summary["rows_held_out"]
-                     + summary["rows_rejected"])
+        accounted = (summary["rows_train"] + summary["rows_eval"] + summary["rows_validation"]
+                     + summary["rows_held_out"] + summary["rows_rejected"])
         if accounted != summary["rows_in"]:
             raise RuntimeError(f"rows do not add up: {summary['rows_in']} read != "
                                f"{summary['rows_train']} train + {summary['rows_eval']} eval + "
+                               f"{summary['rows_validation']} validation + "
                                f"{summary['rows_held_out']} held out + "
                                f"{summary['rows_rejected']} rejected ({counters})")
         if analysis["cache_dir"]:

@@ -1761,7 +1761,7 @@ def rows_accounting(fam: str, summary: dict) -> tuple[int, dict]:
     aside_keys = [k for k in ("rows_rejected", "rows_held_out", "rows_empty_text",
                               "exact_duplicates", "near_duplicates") if k in summary]
     aside = sum(int(summary[k] or 0) for k in aside_keys)
-    out = int(summary.get("rows_train", 0)) + int(summary.get("rows_eval", 0))
+    out = sum(int(summary.get(k, 0)) for k in ("rows_train", "rows_validation", "rows_eval"))
     rows_in = int(summary.get("rows_in", raw))
     lost = max(raw - rows_in, 0) + max(rows_in - out - aside, 0)
     return lost, {"raw_rows": raw, "rows_in": rows_in, "rows_out": out,

@@ -79,6 +79,29 @@ def eval_bucket(example_id: str | bytes) -> int:
     return h % 100
 
 
+# The validation slice (early stopping): of the rows not held out, those whose id hash
+# falls below `validation_percent` in its next two decimal digits ((h // 100) % 100):
+# independent of the eval split, the same rows every day and whatever the file layout.
+# Chosen in the preprocessing job, which writes them to their own shards and counts them.
+VALIDATION_HASH = "fnv1a64-splitmix-div100-mod100"
+VALIDATION_PERCENT = 10
+
+
+def validation_mask(example_ids, validation_percent: int):
+    """Which rows (of those not held out) belong to the validation slice."""
+    return validation_of_hash(id_hash64(example_ids), validation_percent)
+
+
+def validation_of_hash(h, validation_percent: int):
+    import numpy as np
+    return (h // np.uint64(100)) % np.uint64(100) < validation_percent
+
+
+def held_out_of_hash(h, eval_percent: int):
+    import numpy as np
+    return h % np.uint64(100) < eval_percent
+
+
 def is_eval(example_id: str | bytes, eval_percent: int) -> bool:
     return eval_bucket(example_id) < eval_percent
 
@@ -86,8 +109,7 @@ def is_eval(example_id: str | bytes, eval_percent: int) -> bool:
 def eval_mask(example_ids, eval_percent: int):
     """`is_eval` of many ids at once (a pyarrow string/binary array, or a list of str or
     bytes), as a numpy bool array: the same buckets, computed column-wise."""
-    import numpy as np
-    return id_hash64(example_ids) % np.uint64(100) < eval_percent
+    return held_out_of_hash(id_hash64(example_ids), eval_percent)
 
 
 def id_hash64(example_ids):

@@ -8,3 +8,5 @@ TRANSFORM_DIR = "transform_fn_output"   # tft.TFTransformOutput layout
 TRAIN_DIR, EVAL_DIR = "train", "eval"   # gzip TFRecord shards of transformed examples
 SUMMARY_FILE = "summary.json"
 REJECTED_DIR = "rejected"                # dead letters: one JSON object per malformed record
+VALIDATION_DIR = "validation"            # the window's validation slice (early stopping)
+SPLIT_STATS_FILE = "split_stats.npz"     # rows, clicks, id counts per split (split_stats)

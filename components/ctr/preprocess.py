@@ -18,6 +18,8 @@ class PreprocessSpec:
     output_dir: str
     window_days: int = 3
     eval_percent: int = 20
+    # The window's validation slice for early stopping (features.VALIDATION_PERCENT; 0: none).
+    validation_percent: int = 10
     analysis_cache_dir: str = ""  # reuse tf.Transform analysis of unchanged day parts
     feature_config: str = ""      # YAML/JSON feature config; "" = the generated logs' config
     exclude_spans: list[str] = dataclasses.field(default_factory=list)  # days left out
@@ -27,6 +29,7 @@ class PreprocessSpec:
 def to_argv(spec: PreprocessSpec) -> list[str]:
     return ["--raw-root", spec.raw_root, "--span", spec.span, "--output-dir", spec.output_dir,
             "--window-days", str(spec.window_days), "--eval-percent", str(spec.eval_percent),
+            "--validation-percent", str(spec.validation_percent),
             *(["--analysis-cache-dir", spec.analysis_cache_dir] if spec.analysis_cache_dir else []),
             *(["--feature-config", spec.feature_config] if spec.feature_config else []),
             *(["--exclude-spans", ",".join(spec.exclude_spans)] if spec.exclude_spans else []),

@@ -34,9 +34,12 @@ neither the per-id biases nor an MLP over low-cardinality embeddings can represe
 
 How long it trains is a budget in examples (`train_examples`; default max(3 passes,
 300,000)), so a 5k-row window gets ~300 steps instead of 15, and early stopping on a
-validation slice of the window (`validation_percent`: a stable hash of each serialized
-training record, so no row both trains and validates) ends it when the validation log
-loss stops improving; the export holds the best validated parameters.
+validation slice of the window (chosen by a stable hash of the example id in the
+preprocessing job, which writes it to shards of its own, so no row both trains and
+validates) ends it when the validation log loss stops improving; the export holds the
+best validated parameters. Rows, click rate and per-id counts come from the same job
+(`components.ctr.split_stats`): the trainer makes no pass over the window before its
+first step.
 
     python -m components.ctr.ps_train --spec '{"preprocess_dir": "...", "out_dir": "..."}'
     TF_CONFIG='{"cluster": ..., "task": {"type": "ps", "index": 0}}' python -m components.ctr.ps_train --serve
@@ -70,7 +73,10 @@ VALIDATIONS_PER_BUDGET = 12
 MIN_VALIDATION_ROWS = 100     # below it a validation loss is noise: no early stopping
 MAX_VALIDATION_ROWS = 200_000  # validations read at most these (held in worker memory)
 VALIDATION_BATCH = 4096
-SPLIT_BLOCK = 4096            # records split into training / validation rows at once
+# The export scores at most this many eval rows for the training summary's figures (a
+# bounded sample; the evaluation job scores every held-out row of the window).
+EXPORT_SAMPLE_ROWS = 65_536
+EXPORT_SAMPLE_BATCH = 8192
 MIN_REMOTE_CALL_TIMEOUT_S = 5
 REMOTE_TIMEOUT_RETRIES = 3    # timed-out remote calls the coordinator runs again, per run
 BEST_DIR = "best"             # under the checkpoint dir: the best validated parameters
@@ -86,7 +92,9 @@ class PsTrainSpec:
     # stopping on the validation slice ends training sooner when it stops helping.
     train_examples: int | None = None
     epochs: int | None = None    # budget in passes over the window instead (train_examples wins)
-    validation_percent: int = 10  # of the window's training rows, held out for early stopping
+    # >0: early stopping on the preprocessing job's validation slice (its size was set
+    # there, --validation-percent); 0: no early stopping, the slice trains too.
+    validation_percent: int = 10
     early_stopping_patience: int = 5  # validations without improvement; 0: never stop early
     validate_every_steps: int = 0     # 0: VALIDATIONS_PER_BUDGET validations over the budget
     batch_size: int = 1024
@@ -434,36 +442,42 @@ def _prior_weights(spec: PsTrainSpec, cfg: dict, counts: dict) -> dict:
     return out
 
 
-def _make_dataset_fn(pattern: str, feature_spec: dict, batch_size: int, priors: dict,
+def _make_dataset_fn(patterns, feature_spec: dict, batch_size: int, priors: dict,
                      seed: int | None, repeat: bool, label: str | None = None,
-                     validation_percent: int = 0, split: str = "all"):
-    """A dataset function; in the cluster each worker runs it on its own.
+                     split: str = "all", workers: int = 1):
+    """A dataset function over the shards matching `patterns` (one glob or several); in
+    the cluster each worker runs it on its own.
 
-    split: "all" rows, "train" (without the validation slice; shuffled, endless batches)
-    or "validation" (the slice only, in file order, passes of whole batches repeated, so
-    each validation reads exactly one pass from a worker's iterator)."""
+    split: "train" (shuffled, endless batches), "validation" (in file order, passes of
+    whole batches repeated, so each validation reads exactly one pass from a worker's
+    iterator) or "all" (one pass in batches). `workers` > 1 (in a cluster): each worker
+    reads its own share, every `workers`-th file from its index on (every `workers`-th
+    record when there are fewer files than workers), so N workers do not read the window
+    N times."""
     from components.ctr import feature_config as fc
-    from components.ctr.window_stats import in_validation
     label = fc.default().label if label is None else label
     if split not in ("all", "train", "validation"):
         raise ValueError(split)
+    patterns = [patterns] if isinstance(patterns, str) else list(patterns)
 
     def dataset_fn(_input_context=None):
         import tensorflow as tf
         shuffle = repeat and split != "validation"
-        files = tf.data.Dataset.list_files(pattern, shuffle=shuffle, seed=seed)
+        names = sorted(n for p in patterns for n in tf.io.gfile.glob(p))
+        if not names:
+            raise FileNotFoundError(f"no shards match {patterns}")
+        files = tf.data.Dataset.from_tensor_slices(names)
+        if workers > 1:
+            index = tf.distribute.coordinator.experimental_get_current_worker_index()
+            if len(names) >= workers:
+                files = files.shard(workers, index)
+        if shuffle:
+            files = files.shuffle(max(len(names), 1), seed=seed, reshuffle_each_iteration=True)
         ds = files.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type="GZIP"),
                               cycle_length=4, num_parallel_calls=tf.data.AUTOTUNE,
                               deterministic=not shuffle)
-        if split == "validation" or (split == "train" and validation_percent):
-            # Split whole blocks of records at once: a per-record `filter` calls a function
-            # for every record (~35 µs here: 4 s of a worker's CPU per 120k records read).
-            def split_block(records):
-                held = in_validation(records, validation_percent)
-                return tf.boolean_mask(records, held if split == "validation"
-                                       else tf.logical_not(held))
-            ds = ds.batch(SPLIT_BLOCK).map(split_block, num_parallel_calls=tf.data.AUTOTUNE)
-            ds = ds.unbatch()
+        if workers > 1 and len(names) < workers:
+            ds = ds.shard(workers, index)
         if split == "validation":
             # Read once, then from memory: a pass must not cost a pass over the window.
             ds = ds.take(MAX_VALIDATION_ROWS).batch(batch_size).cache()
@@ -484,7 +498,35 @@ def _make_dataset_fn(pattern: str, feature_spec: dict, batch_size: int, priors: 
     return dataset_fn
 
 
+def window_rows(pre: Path, fcfg, use_validation: bool):
+    """(training SplitStats, validation rows, shard globs to train on, glob of the
+    validation shards or None): from the preprocessing job's counts, no pass over rows.
+    Without a usable validation slice its rows train too."""
+    from components.ctr import split_stats
+    from components.ctr.formats import TRAIN_DIR, VALIDATION_DIR
+    stats = split_stats.read(pre)
+    train, held = stats[TRAIN_DIR], stats.get(VALIDATION_DIR)
+    train_globs = [str(pre / TRAIN_DIR / "*.tfrecord.gz")]
+    held_rows = held.rows if held is not None else 0
+    if use_validation and held_rows < MIN_VALIDATION_ROWS:
+        log.warning("validation slice of %d rows is below %d: no early stopping, every row "
+                    "trains", held_rows, MIN_VALIDATION_ROWS)
+    if not use_validation or held_rows < MIN_VALIDATION_ROWS:
+        if held_rows:
+            train = split_stats.merge(split_stats.SplitStats(
+                train.rows, train.clicks, dict(train.counts)), held)
+            train_globs.append(str(pre / VALIDATION_DIR / "*.tfrecord.gz"))
+        return train, 0, train_globs, None
+    return train, held_rows, train_globs, str(pre / VALIDATION_DIR / "*.tfrecord.gz")
+
+
 # ----------------------------------------------------------------------------- roles
+
+def _preprocessed_validation_percent(pre: Path) -> int:
+    from components.ctr.formats import SUMMARY_FILE
+    from retrain.common.atomic import read_json
+    return int(read_json(pre / SUMMARY_FILE).get("validation_percent", 0))
+
 
 def task_role() -> tuple[str | None, int]:
     """(task type, index) from TF_CONFIG, or (None, 0) when it is not set."""
@@ -579,7 +621,6 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
     from components.ctr.formats import EVAL_DIR, TRAIN_DIR, TRANSFORM_DIR
     from components.ctr.transform import (raw_batch, serving_signature,
                                           serving_to_transform_inputs)
-    from components.ctr.window_stats import window_stats
 
     pre = Path(spec.preprocess_dir)
     fcfg = fc.for_preprocess_dir(pre)
@@ -589,21 +630,17 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
         raise FileNotFoundError(f"no tf.Transform output in {pre / TRANSFORM_DIR}")
     tft_output = tft.TFTransformOutput(str(pre / TRANSFORM_DIR))
     feature_spec = dict(tft_output.transformed_feature_spec())
-    train_pattern = str(pre / TRAIN_DIR / "*.tfrecord.gz")
     eval_pattern = str(pre / EVAL_DIR / "*.tfrecord.gz")
 
     started = time.time()
-    rows, click_rate, counts, validation_rows = window_stats(
-        train_pattern, feature_spec, fcfg, validation_percent=spec.validation_percent)
-    validation_percent = spec.validation_percent
-    if validation_percent and validation_rows < MIN_VALIDATION_ROWS:
-        log.warning("validation slice of %d rows (%d%% of the window) is below %d: no early "
-                    "stopping, every row trains", validation_rows, validation_percent,
-                    MIN_VALIDATION_ROWS)
-        rows, click_rate, counts, validation_rows = window_stats(train_pattern, feature_spec,
-                                                                 fcfg)
-        validation_percent = 0
-    stats_seconds = time.time() - started      # the counting pass (retrain plan models it)
+    train_stats, validation_rows, train_patterns, validation_pattern = window_rows(
+        pre, fcfg, spec.validation_percent > 0)
+    if train_stats.rows == 0:
+        raise ValueError(f"no training rows in {pre / TRAIN_DIR}")
+    rows, click_rate, counts = train_stats.rows, train_stats.click_rate, train_stats.counts
+    validation_percent = (_preprocessed_validation_percent(pre)
+                          if validation_pattern is not None else 0)
+    stats_seconds = time.time() - started      # reading the job's counts: no pass over rows
     priors = _prior_weights(spec, cfg, counts)
     budget_examples, total_steps = train_budget(spec, rows)
     log.info("budget: %d examples = %d steps of %d over %d training rows (%.1f passes)%s",
@@ -721,9 +758,9 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
         return iter(dataset_fn())
 
     train_fn = _make_dataset_fn(
-        train_pattern, feature_spec, spec.batch_size, priors,
-        seed=None if distributed else spec.seed, repeat=True, label=fcfg.label,
-        validation_percent=validation_percent, split="train")
+        train_patterns, feature_spec, spec.batch_size, priors,
+        seed=None if distributed else spec.seed, repeat=True, label=fcfg.label, split="train",
+        workers=num_workers if distributed else 1)
     def chunked(fn, dataset_fn, input_name):
         """On a cluster, a scheduler that runs lost chunks again; locally, a plain iterator."""
         if coordinator is not None:
@@ -738,8 +775,8 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
     val_every = val_batches = 0
     if validation_percent:
         val_fn_data = _make_dataset_fn(
-            train_pattern, feature_spec, VALIDATION_BATCH, {}, None, repeat=True,
-            label=fcfg.label, validation_percent=validation_percent, split="validation")
+            validation_pattern, feature_spec, VALIDATION_BATCH, {}, None, repeat=True,
+            label=fcfg.label, split="validation")
         val_chunks, val_iterator = chunked(val_pass, val_fn_data, "validation input")
         val_batches = -(-min(validation_rows, MAX_VALIDATION_ROWS) // VALIDATION_BATCH)
         val_every = spec.validate_every_steps or k * max(
@@ -880,10 +917,10 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
         dst.assign(tf.convert_to_tensor(value))
     train_seconds = time.time() - started
 
-    eval_ds = _make_dataset_fn(eval_pattern, feature_spec, 8192, {}, None, repeat=False,
-                               label=fcfg.label)()
+    eval_ds = _make_dataset_fn(eval_pattern, feature_spec, EXPORT_SAMPLE_BATCH, {}, None,
+                               repeat=False, label=fcfg.label)()
     labels_all, probs_all = [], []
-    for feats, labels in eval_ds:
+    for feats, labels in eval_ds.take(-(-EXPORT_SAMPLE_ROWS // EXPORT_SAMPLE_BATCH)):
         probs_all.append(plain(feats).numpy())
         labels_all.append(labels.numpy())
     val = {}
@@ -892,12 +929,16 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
         # Every learned term starts at zero, so the untrained model predicts the base rate.
         val = {"val_auc": round(metrics.auc(y, p), 5), "val_log_loss": round(metrics.log_loss(y, p), 5),
                "initial_val_log_loss": round(metrics.log_loss(y, np.full(len(y), base_rate)), 5),
-               "eval_rows": int(len(y))}
+               "eval_rows": int(len(y)),
+               "eval_rows_are": f"a bounded sample: the first {len(y)} rows of the eval "
+                                "split's shards, at most "
+                                f"{EXPORT_SAMPLE_ROWS} (the evaluation step scores all)"}
     log.info("eval: %s", val)
 
     summary.update({
         "train_seconds": round(train_seconds, 1),
         "initial_val_log_loss": val.get("initial_val_log_loss"),
+        "val_sample": {k: val.get(k) for k in ("eval_rows", "eval_rows_are")},
         "history": {"val_auc": [val.get("val_auc")], "val_log_loss": [val.get("val_log_loss")],
                     "loss": [round(losses[-1][1], 5)] if losses else []},
         "params": int(sum(np.prod(v.shape) for _, v in _named_variables(plain))),

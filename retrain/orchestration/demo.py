@@ -150,7 +150,8 @@ def format_summary(summaries: list[dict], home: Path) -> str:
             f"  validated   {v.get('rows', '?'):>9,} rows of the span; "
             f"{v.get('n_failed', 0)} failed expectations",
             f"  processed   {p['rows_in']:>9,} rows over {len(p['window'])} days "
-            f"({p['rows_train']:,} train / {p['rows_eval']:,} eval, {p['rows_per_second']:,} rows/s)",
+            f"({p['rows_train']:,} train / {p.get('rows_validation', 0):,} validation / "
+            f"{p['rows_eval']:,} eval, {p['rows_per_second']:,} rows/s)",
             f"  {'':12}{'AUC':>8} {'log loss':>9}",
             f"  {'candidate':12}{_f(cand['auc']):>8} {_f(cand['log_loss']):>9}",
             f"  {'baseline':12}{_f(base and base['auc']):>8} {_f(base and base['log_loss']):>9}"

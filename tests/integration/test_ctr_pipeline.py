@@ -19,6 +19,7 @@ def test_preprocess_counts_every_row_and_matches_the_evaluators_split(home, span
     from components.ctr import rawdata
     assert preprocessed["rows_in"] == 2 * 4000
     assert preprocessed["rows_in"] == (preprocessed["rows_train"] + preprocessed["rows_eval"]
+                                       + preprocessed["rows_validation"]
                                        + preprocessed["rows_held_out"])
     assert preprocessed["rows_held_out"] > 0     # the older day's eval rows: never trained on
     # The evaluator re-selects eval rows from raw data: it must pick exactly the same ones.

@@ -141,9 +141,19 @@ def test_corrupted_input_in_two_processes_nothing_lost_same_outputs(home, prepro
     assert summary["rejected_by_reason"] == injected
     assert summary["rows_in"] == preprocessed["rows_in"] + n_bad
     assert summary["rows_in"] == (summary["rows_train"] + summary["rows_eval"]
-                                  + summary["rows_held_out"] + n_bad)
-    assert (summary["rows_train"], summary["rows_eval"]) == (preprocessed["rows_train"],
-                                                             preprocessed["rows_eval"])
+                                  + summary["rows_validation"] + summary["rows_held_out"]
+                                  + n_bad)
+    assert [summary[k] for k in ("rows_train", "rows_eval", "rows_validation")] == \
+        [preprocessed[k] for k in ("rows_train", "rows_eval", "rows_validation")]
+    # the trainer's counts, merged across both processes, as in one
+    from components.ctr import split_stats
+    mine, theirs = split_stats.read(out), split_stats.read(preprocessed["output_dir"])
+    for split in ("train", "validation"):
+        assert (mine[split].rows, mine[split].clicks) == (theirs[split].rows,
+                                                         theirs[split].clicks)
+        assert mine[split].rows == summary[f"rows_{split}"] > 0
+        for field, counts in theirs[split].counts.items():
+            assert (mine[split].counts[field] == counts).all(), field
     assert json.loads((out / "summary.json").read_text())["rows_rejected"] == n_bad
     dead = [json.loads(x) for p in sorted((out / "rejected").glob("*.jsonl"))
             for x in p.read_text().splitlines()]
@@ -185,7 +195,9 @@ def test_daily_run_reuses_yesterdays_analysis_and_matches_a_full_one(home, prepr
     cache = tmp_path / "cache"
     yesterday = _run(home, "2026-11-02", tmp_path / "d1", cache)
     assert set(_sources(yesterday).values()) == {"computed"}
-    assert yesterday["analysis"]["rows_analysed"] == yesterday["rows_train"]
+    # the validation slice is analysed with the training rows (it is training data too)
+    assert yesterday["analysis"]["rows_analysed"] == (yesterday["rows_train"]
+                                                      + yesterday["rows_validation"])
     assert len(list(cache.iterdir())) == 2     # the training rows of 11-01 and of 11-02
 
     today = _run(home, "2026-11-03", tmp_path / "d2", cache)
@@ -193,7 +205,7 @@ def test_daily_run_reuses_yesterdays_analysis_and_matches_a_full_one(home, prepr
     # Only the new day was read for analysis: today's training rows minus those of 11-02
     # (its 4,000 rows but its held-out ones, yesterday's eval split, which no model of
     # any day trains on).
-    assert today["analysis"]["rows_analysed"] == (today["rows_train"]
+    assert today["analysis"]["rows_analysed"] == (today["rows_train"] + today["rows_validation"]
                                                   - (4000 - yesterday["rows_eval"]))
     assert today["rows_train"] == preprocessed["rows_train"]
     for split in ("train", "eval"):
@@ -279,10 +291,12 @@ def test_a_60_day_window_of_a_low_volume_log_is_one_analysis_dataset(tmp_path):
     assert 60 > MAX_CACHED_DATASETS
     assert summary["analysis"]["datasets"] == {"window": "computed"}
     assert len(summary["window"]) == 60 and summary["rows_in"] == 6000
-    assert (summary["rows_train"] + summary["rows_eval"] + summary["rows_held_out"]
+    assert (summary["rows_train"] + summary["rows_eval"] + summary["rows_validation"]
+            + summary["rows_held_out"]
             + summary["rows_rejected"]) == 6000
     # Every training row was analysed: every day without its held-out rows.
-    assert summary["analysis"]["rows_analysed"] == summary["rows_train"]
+    assert summary["analysis"]["rows_analysed"] == (summary["rows_train"]
+                                                    + summary["rows_validation"])
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
 
 
@@ -325,7 +339,13 @@ def test_no_eval_row_of_any_day_is_a_training_row_of_any_day(tmp_path):
              "--eval-percent", str(EVAL_PERCENT), "--feature-config", str(config),
              "--output-dir", str(out), "--analysis-cache-dir", str(tmp_path / "cache")])
         run = f"{span}#{len(train)}"
-        train[run] = set(read_split(str(out), "train")["row_xf"].tolist())
+        fits = set(read_split(str(out), "train")["row_xf"].tolist())
+        validates = set(read_split(str(out), "validation")["row_xf"].tolist())
+        # the validation slice: the rows its id hash picks, never also trained on
+        assert not fits & validates and validates == {
+            r["row"] for d in days for r in rows_of_day[d] if r["row"] in fits | validates
+            and F.validation_mask([r["event_id"]], F.VALIDATION_PERCENT)[0]}
+        train[run] = fits | validates
         evals[run] = set(read_split(str(out), "eval")["row_xf"].tolist())
         window = [d for d in days if span - dt.timedelta(days=2) <= d <= span]
         held_out = {r["row"] for d in window for r in rows_of_day[d]
@@ -334,7 +354,8 @@ def test_no_eval_row_of_any_day_is_a_training_row_of_any_day(tmp_path):
                               if F.is_eval(r["event_id"], EVAL_PERCENT)}
         assert train[run] == {r["row"] for d in window for r in rows_of_day[d]} - held_out
         assert summary["rows_held_out"] == len(held_out) - len(evals[run])
-        assert (summary["rows_train"] + summary["rows_eval"] + summary["rows_held_out"]
+        assert (summary["rows_train"] + summary["rows_eval"] + summary["rows_validation"]
+            + summary["rows_held_out"]
                 == summary["rows_in"] == 900)
     for a in evals:
         for b in train:

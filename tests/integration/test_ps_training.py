@@ -99,7 +99,8 @@ def test_sigkilled_worker_is_restarted_and_training_completes(preprocessed, tmp_
     result = box["result"]
     assert result["cluster"]["worker_restarts"] == {"worker/0": 1}
     assert _progress(ckpt) == result["total_steps"] == math.ceil(
-        4 * preprocessed["rows_train"] / 256)      # epochs=4: a budget of 4 passes
+        # epochs=4: a budget of 4 passes (no early stopping: the validation slice trains too)
+        4 * (preprocessed["rows_train"] + preprocessed["rows_validation"]) / 256)
 
 
 def test_killed_ps_fails_clearly_and_retry_resumes_from_checkpoint(preprocessed, tmp_path):
@@ -246,7 +247,7 @@ def test_early_stopping_exports_the_best_validated_parameters(preprocessed, tmp_
     import tensorflow_transform as tft
 
     from components.ctr import feature_config as fc
-    from components.ctr.formats import TRAIN_DIR, TRANSFORM_DIR
+    from components.ctr.formats import TRANSFORM_DIR, VALIDATION_DIR
     from components.ctr.ps_train import PsTrainSpec, _make_dataset_fn, run
 
     pre = preprocessed["output_dir"]
@@ -259,9 +260,12 @@ def test_early_stopping_exports_the_best_validated_parameters(preprocessed, tmp_
     assert stopping["stopped_early"] and result["steps_run"] < result["total_steps"]
     assert result["best_step"] == stopping["best_step"] < result["steps_run"]
     assert [s for s, _ in stopping["validations"]][-3] == stopping["best_step"]
-    # The slice: ~10% of the window's training rows, none of them trained on.
-    assert abs(stopping["validation_rows"] / preprocessed["rows_train"] - 0.10) < 0.02
-    assert summary["train_rows"] + stopping["validation_rows"] == preprocessed["rows_train"]
+    # The slice: ~10% of the window's training rows, none of them trained on, counted by
+    # the preprocessing job (no counting pass in the trainer).
+    window = preprocessed["rows_train"] + preprocessed["rows_validation"]
+    assert abs(stopping["validation_rows"] / window - 0.10) < 0.02
+    assert stopping["validation_rows"] == preprocessed["rows_validation"]
+    assert summary["train_rows"] == preprocessed["rows_train"]
 
     # The exported parameters give the best validation loss again (computed with the
     # trainer's own loss: at this learning rate many probabilities saturate, where numpy's
@@ -269,9 +273,9 @@ def test_early_stopping_exports_the_best_validated_parameters(preprocessed, tmp_
     from tensorflow_transform.keras_lib import tf_keras
     loaded = tf.saved_model.load(result["model_dir"])
     spec = tft.TFTransformOutput(f"{pre}/{TRANSFORM_DIR}").transformed_feature_spec()
-    ds = _make_dataset_fn(f"{pre}/{TRAIN_DIR}/*.tfrecord.gz", dict(spec), 4096, {}, None,
-                          repeat=False, label=fc.for_preprocess_dir(Path(pre)).label,
-                          validation_percent=10, split="validation")()
+    ds = _make_dataset_fn(f"{pre}/{VALIDATION_DIR}/*.tfrecord.gz", dict(spec), 4096, {},
+                          None, repeat=False, label=fc.for_preprocess_dir(Path(pre)).label,
+                          split="validation")()
     total, count = 0.0, 0
     for feats, labels in ds:
         probs = loaded.model(feats)

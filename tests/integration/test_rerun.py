@@ -82,8 +82,8 @@ def test_killed_preprocess_retry_leaves_one_complete_artifact_and_rerun_reuses(
     out = Path(pre["output_dir"])
     summary = json.loads((out / "summary.json").read_text())
     assert summary["rows_in"] == pre["rows_in"] > 0
-    assert (summary["rows_train"] + summary["rows_eval"] + summary["rows_held_out"]
-            == summary["rows_in"])
+    assert (summary["rows_train"] + summary["rows_eval"] + summary["rows_validation"]
+            + summary["rows_held_out"] == summary["rows_in"])
     assert list((out / "train").glob("*.tfrecord.gz")) and (out / "transform_fn_output").is_dir()
     assert lineage.read_records(run_a)["preprocess"]["producer"]["try"] == 2
 
