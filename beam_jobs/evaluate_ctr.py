@@ -276,4 +276,4 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO)
-    print(json.dumps(run(), indent=2))
+    print(json.dumps(run()))

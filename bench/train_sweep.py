@@ -1,11 +1,12 @@
 """Training's time against its size, for `retrain plan`: the 1 ps + 1 worker run that
 `retrain plan --check` makes (retrain.plan.local_check.commands), at sizes other than the
 check's, each run `--repeats` times, the fastest kept (other jobs on a shared machine only
-add time). The trainer times its counting pass (window_stats) and its training loop
+add time). The trainer times reading its statistics (`stats_seconds`: before the
+preprocessing job counted, a pass over the window of its own) and its training loop
 itself; the rest of the wall time is start-up (three processes, the cluster, tracing).
 Prints a table and writes bench/results/train_sweep.json, which retrain/plan/figures.py
-reads: the counting rate, the loop's examples/s and the start-up, each from the piece of
-the measured curve around the plan's size.
+reads: the loop's examples/s and the start-up, each from the piece of the measured curve
+around the plan's size.
 
     .venv/bin/python bench/train_sweep.py                     # 30k, 200k, 700k rows a day
     .venv/bin/python bench/train_sweep.py --rows-per-day 50000,500000 --repeats 3

@@ -76,13 +76,14 @@ class Figures:
     validate_rate: Figure       # rows/s per core
     validate_startup: Figure
     train_rate: Figure          # examples/s per worker
-    train_count_rate: Figure    # training rows/s of the trainer's counting pass
     train_startup: Figure
     ps_runtime_mb: Figure
     ps_peak_factor: Figure
     score_rate: Figure          # examples/s of one process
+    evaluate_rate: Figure       # held-out rows/s per core of the evaluation job (2 models)
     evaluate_startup: Figure
     beam_core_use: Figure       # cores the local Beam job kept busy (evidence only)
+    evaluate_two_workers: Figure  # 2 worker processes over 1, same cores (evidence only)
     ps_two_by_two: Figure       # 2 ps + 2 workers over 1 + 1 (evidence only)
 
     def all(self) -> dict[str, Figure]:
@@ -91,32 +92,54 @@ class Figures:
 
 def _train_figures(bench: Path, window_rows: float) -> dict[str, Figure]:
     """Training's figures from the run `retrain plan --check` makes, measured at other
-    sizes (bench/train_sweep.py): the trainer's counting pass and loop each on the piece of
-    its curve around the plan's size; start-up is the rest of the wall time."""
+    sizes (bench/train_sweep.py): the loop on the piece of its curve around the plan's
+    size; start-up is the rest of the wall time. The sweep also timed the counting pass
+    the trainer made then (`stats_s`); the preprocessing job counts now, so it is left
+    out of both."""
     sw = _read(bench, n := "train_sweep.json")
     pts = [p for p in _key(sw, n, "points") if isinstance(p, dict)]
     share = sum(_num(p, n, "train_rows") / _num(p, n, "window_rows") for p in pts) / max(
         len(pts), 1)
     rows = window_rows * share
-    count_slope, count_icpt, i = segment([(_num(p, n, "train_rows"), _num(p, n, "stats_s"))
-                                          for p in pts], rows)
     loop_slope, loop_icpt, j = segment([(_num(p, n, "examples"), _num(p, n, "loop_s"))
                                         for p in pts], rows)
-    if count_slope <= 0 or loop_slope <= 0:
-        raise PlanError(f"benchmark result {n}: points give no positive counting or loop rate")
+    if loop_slope <= 0:
+        raise PlanError(f"benchmark result {n}: points give no positive loop rate")
     starts = sorted(_num(p, n, "startup_s") for p in pts)
-    startup = max(0.0, starts[len(starts) // 2] + count_icpt + loop_icpt)
+    startup = max(0.0, starts[len(starts) // 2] + loop_icpt)
     piece = lambda k: (f"the piece between points[{k}] and points[{k + 1}] by size"  # noqa: E731
                        " (1 ps + 1 worker)")
     return {
         "train_rate": Figure(1 / loop_slope, "examples/s per worker",
                              f"bench/results/{n} points[*].examples, .loop_s: {piece(j)}"),
-        "train_count_rate": Figure(1 / count_slope, "rows/s",
-                                   f"bench/results/{n} points[*].train_rows, .stats_s: "
-                                   f"{piece(i)}"),
         "train_startup": Figure(startup, "s", f"bench/results/{n} median of points[*]."
-                                f"startup_s (wall - counting - loop) + both pieces' "
-                                f"intercepts")}
+                                f"startup_s (wall - counting - loop) + the loop piece's "
+                                f"intercept")}
+
+
+def _evaluate_figures(bench: Path) -> dict[str, Figure]:
+    """The evaluation job's rate: the piece between its two largest one-worker runs
+    (start-up left out), per core of the machine it ran on."""
+    ev = _read(bench, n := "evaluate_ctr.json")
+    cores = _num(ev, n, "machine", "cpus")
+    ones = [r for r in _key(ev, n, "runs") if isinstance(r, dict)
+            and r.get("kind") == "beam_job" and r.get("workers") == 1]
+    if len(ones) < 2:
+        raise PlanError(f"benchmark result {n}: needs two runs[kind=beam_job, workers=1]")
+    pts = sorted((_num(r, n, "rows"), _num(r, n, "seconds")) for r in ones)[-2:]
+    slope, _, _ = segment(pts, pts[-1][0])
+    if slope <= 0:
+        raise PlanError(f"benchmark result {n}: the largest runs give no positive rate")
+    pairs = _key(ev, n, "two_over_one_workers")
+    two = max((float(v) for v in pairs.values()), default=0.0) if isinstance(pairs, dict) else 0.0
+    return {
+        "evaluate_rate": Figure(1 / slope / cores, "held-out rows/s per core (2 models)",
+                                f"bench/results/{n} runs[kind=beam_job, workers=1]: the "
+                                f"piece between {pts[0][0]:,.0f} and {pts[1][0]:,.0f} rows "
+                                f"({pts[0][1]:g} s, {pts[1][1]:g} s): 1 / slope / "
+                                f"{cores:g} cores"),
+        "evaluate_two_workers": Figure(two, "x", f"bench/results/{n} two_over_one_workers "
+                                       f"(best; 2 worker processes sharing {cores:g} cores)")}
 
 
 def load_figures(window_days: int, optimizer: str, window_rows: float,
@@ -168,6 +191,7 @@ def load_figures(window_days: int, optimizer: str, window_rows: float,
     if not pts:
         raise PlanError(f"benchmark result {n}: no points[optimizer={measured}]")
     f.update(_train_figures(bench, window_rows))
+    f.update(_evaluate_figures(bench))
     if measured == "adam":      # the sweep trains with lazy Adam; dense Adam steps slower
         slowest = lambda o: max(_num(p, n, "step_ms") for p in _key(ps, n, "points")  # noqa
                                 if isinstance(p, dict) and p.get("optimizer") == o)
@@ -189,7 +213,7 @@ def load_figures(window_days: int, optimizer: str, window_rows: float,
         raise PlanError(f"benchmark result {n}: rows need ps 0, 1 + 1 and 2 + 2 configs")
     f["score_rate"] = Figure(_num(one[0], n, "examples_per_s"), "examples/s, one process",
                              f"bench/results/{n} rows[ps=0].examples_per_s (one-process "
-                             f"training; a proxy: scoring is not benchmarked)")
+                             f"training; a proxy for the export's bounded sample)")
     best = lambda rs: max(_num(r, n, "examples_per_s") for r in rs)  # noqa: E731
     f["ps_two_by_two"] = Figure(best(c) / best(b), "x", f"bench/results/{n} best "
                                 f"examples_per_s of rows[ps=2, workers=2] / rows[ps=1, workers=1]")

@@ -132,16 +132,18 @@ def _steps(spec: PlanSpec, fig: Figures, fcfg, default_cfg) -> tuple[dict[str, S
                  fig.preprocess_rate.value * beam.cores / factor, "preprocess_rate", beam_note,
                  True),)),
         "train": Step("train", fig.train_startup.value, "train_startup", tuple(
-            [Part("counting pass over the training rows (window_stats, coordinator)",
-                  train_rows, fig.train_count_rate.value, "train_count_rate", "", False),
-             Part("training examples (the budget)", examples, fig.train_rate.value,
+            [Part("training examples (the budget)", examples, fig.train_rate.value,
                   "train_rate", "", True)]
-            + ([Part("export's pass over the eval split (coordinator)",
-                     spec.rows_per_day * eval_pct / 100, fig.score_rate.value, "score_rate",
-                     "", False)] if spec.export else []))),
+            + ([Part("export's bounded sample of eval rows (coordinator)",
+                     min(ps_train.EXPORT_SAMPLE_ROWS, spec.rows_per_day * eval_pct / 100),
+                     fig.score_rate.value, "score_rate", "", False)]
+               if spec.export else []))),
         "evaluate": Step("evaluate", fig.evaluate_startup.value, "evaluate_startup", (
-            Part("held-out rows of the window x 2 models", 2 * window_rows * eval_pct / 100,
-                 fig.score_rate.value, "score_rate", "", False),)),
+            Part("held-out rows of the window, 2 models (Beam job)", window_rows * eval_pct / 100,
+                 fig.evaluate_rate.value * spec.machine("evaluate").cores / factor,
+                 "evaluate_rate",
+                 f" x {spec.machine('evaluate').cores} cores" + (
+                     f" / {factor:.2f} (features)" if factor != 1 else ""), True),)),
     }
     data = {"rows_per_day": spec.rows_per_day, "window_days": spec.window_days,
             "window_rows": window_rows, "eval_percent": eval_pct,
@@ -261,10 +263,16 @@ def assumptions(fig: Figures, spec: PlanSpec, optimizer: str) -> list[dict]:
          f"{USABLE_MEMORY:.0%} of its memory",
          f"{fig.ps_runtime_mb.source}, {fig.ps_peak_factor.source}; the "
          f"{1 - USABLE_MEMORY:.0%} kept for the OS is assumed"),
-        ("The coordinator's counting pass reads at its rate measured on 1 ps + 1 worker "
-         "runs; the export's eval pass and evaluation score at the one-process training "
-         "rate", f"{fig.train_count_rate.source}; scoring assumed: not benchmarked "
-         "(components/ctr/evaluate.py)"),
+        ("The trainer makes no pass over the window before its first step: rows, click "
+         "rate and id counts come from the preprocessing job (components/ctr/split_stats.py)"
+         "; the export scores a bounded sample of eval rows at the one-process training "
+         "rate", f"built; {fig.score_rate.source}"),
+        ("The evaluation job's throughput is linear in cores and worker machines (part "
+         "files spread over workers, accumulators merged); its per-row cost grows with the "
+         "number of features",
+         f"measured on one {fig.cores.value:g}-core machine ({fig.evaluate_rate.source}); "
+         f"2 worker processes on the same cores ran {fig.evaluate_two_workers.value:.2f}x of "
+         f"one ({fig.evaluate_two_workers.source}); no run on two machines exists here"),
         ("Training runs its whole budget (passes x training rows); early stopping only "
          "shortens it", "components/ctr/ps_train.py train_budget"),
     ]

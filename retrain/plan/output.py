@@ -17,7 +17,7 @@ def render(p: Plan) -> str:
            f"{_n(d['train_examples'])} training examples ({_n(d['train_steps'])} steps of "
            f"{d['batch_size']})", "",
            f"{'stage':<11}{'share':>9}  {'machines':<34}{'machine kind':<28}{'est. wall':>10}"]
-    names = {"beam": "Beam worker", "worker": "worker", "evaluate": "process"}
+    names = {"beam": "Beam worker", "worker": "worker", "evaluate": "Beam worker"}
     for s in p.stages:
         kind = Machine(**spec["machines"].get(s.role) or spec["machines"].get("all")
                        or dataclasses.asdict(Machine())).text()

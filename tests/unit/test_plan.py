@@ -36,9 +36,10 @@ def _bench_copy(tmp_path: Path, name: str, edit) -> Path:
 def test_more_rows_need_more_beam_workers_and_workers():
     small, big = _plan(rows_per_day=10**9), _plan(rows_per_day=10**10)
     assert _stage(big, "preprocess").machines > _stage(small, "preprocess").machines >= 1
-    # Training grows too (the counting pass stays one process: sized "if distributed").
-    n = lambda s: s.machines or s.machines_if_distributed  # noqa: E731
-    assert n(_stage(big, "train")) > n(_stage(small, "train"))
+    # Training and evaluation grow too, each spread over its machines as built.
+    assert _stage(big, "train").machines > _stage(small, "train").machines >= 1
+    bigger = _plan(rows_per_day=10**11)
+    assert _stage(bigger, "evaluate").machines > _stage(big, "evaluate").machines >= 1
 
 
 def test_beam_workers_follow_the_measured_rate_per_core():
@@ -126,12 +127,35 @@ def test_a_deadline_too_short_for_any_machine_count_says_so(capsys):
     assert "deadline too short for any machine count" in capsys.readouterr().out
 
 
-def test_one_process_steps_that_cannot_fit_are_named_with_the_distributed_count():
-    p = _plan(rows_per_day=10**10, sparse_scale=10)
-    train = _stage(p, "train")
-    assert train.machines is None and train.machines_if_distributed > 1
-    assert any("counting pass" in b and "one process" in b for b in p.blockers)
-    assert not p.fits
+def test_the_seeds_experiment_fits_with_only_what_is_built():
+    """~1e11 rows over the window, tables x10, one day: every stage sized as built, no
+    stage counting on a distributed version that does not exist."""
+    p = _plan(rows_per_day=1e11 / 3, sparse_scale=10)
+    assert p.fits and not p.blockers
+    for stage in p.stages:
+        assert stage.machines and not stage.machines_if_distributed, stage
+    serial = [part for st in p.steps.values() for part in st["parts"] if not part["parallel"]]
+    assert [part["what"] for part in serial] == [
+        "export's bounded sample of eval rows (coordinator)"]
+
+
+def test_one_process_work_that_cannot_fit_is_named_with_the_distributed_count():
+    slow = P.Step("train", 10.0, "train_startup", (
+        P.Part("a pass in one process", 1e9, 1e4, "x", "", False),
+        P.Part("examples", 1e9, 1e5, "y", "", True)))
+    stage = P.size_stage("train", "worker", [slow], 3600.0)
+    assert stage.machines is None and stage.machines_if_distributed > 1
+    assert "a pass in one process runs in one process as built" in stage.blocker
+
+
+def test_evaluation_is_sized_from_its_beam_job_benchmark(tmp_path):
+    f = P.load_figures(3, "lazy_adam", 5e5).all()
+    assert "evaluate_ctr.json" in f["evaluate_rate"].source and f["evaluate_rate"].value > 0
+    slower = _bench_copy(tmp_path, "evaluate_ctr.json", lambda d: [
+        r.update(seconds=r["seconds"] * 3) for r in d["runs"]])
+    spec = P.PlanSpec(rows_per_day=10**10)
+    assert _stage(P.plan(spec, slower), "evaluate").machines > _stage(P.plan(spec),
+                                                                      "evaluate").machines
 
 
 def test_a_slow_network_needs_more_ps():
@@ -206,8 +230,9 @@ def test_the_check_compares_with_the_fastest_run():
 
 
 def test_training_figures_come_from_the_sweep_of_the_checked_run(tmp_path):
-    """Counting pass, loop and start-up each from bench/results/train_sweep.json: the rate
-    is 1 / slope of the piece around the plan's size, start-up the rest of the wall."""
+    """Loop and start-up from bench/results/train_sweep.json: the rate is 1 / slope of the
+    piece around the plan's size, start-up the rest of the wall (the counting pass the
+    sweep also timed is no longer the trainer's: the preprocessing job counts)."""
     def sweep(doc):
         doc["points"] = [
             {"window_rows": 1e5, "train_rows": 8e4, "examples": 8e4, "stats_s": 2.0,
@@ -218,11 +243,11 @@ def test_training_figures_come_from_the_sweep_of_the_checked_run(tmp_path):
              "loop_s": 182.0, "startup_s": 14.0}]
     bench = _bench_copy(tmp_path, "train_sweep.json", sweep)
     f = P.load_figures(3, "lazy_adam", 5e5, bench).all()
-    assert f["train_count_rate"].value == pytest.approx(8e4 / (4.0 * 8e4 / 7.2e5))
+    assert "train_count_rate" not in f
     assert f["train_rate"].value == pytest.approx(7.2e5 / 18.0)
-    # start-up: median 12 s + the intercepts of both first pieces
-    icpt_count, icpt_loop = 2.0 - 4.0 / 7.2e5 * 8e4, 4.0 - 18.0 / 7.2e5 * 8e4
-    assert f["train_startup"].value == pytest.approx(12.0 + icpt_count + icpt_loop)
+    # start-up: median 12 s + the intercept of the loop's first piece
+    icpt_loop = 4.0 - 18.0 / 7.2e5 * 8e4
+    assert f["train_startup"].value == pytest.approx(12.0 + icpt_loop)
     assert "train_sweep.json" in f["train_rate"].source
     big = P.load_figures(3, "lazy_adam", 5e7, bench).all()        # the last piece
     assert big["train_rate"].value == pytest.approx(7.2e6 / 160.0)
