@@ -19,18 +19,12 @@ inputs all come from that config. Writes `<out_dir>/serving_model`
 and `<out_dir>/train_summary.json`, atomically; checkpoints go to `checkpoint_dir`
 (default: `<out_dir>_checkpoints` beside it, so a retried task resumes from them).
 
-The model (regularised per-ID biases, item popularity, numerics, a small MLP over
-low-dimensional embeddings; multi-valued fields take the masked mean over their present
-values) is a plain `tf.Module` so every table can be sharded. It is the platform's one CTR
-trainer: the tests train with it in one process, production on a cluster. The Gaussian
-prior on a table is applied to the rows a batch looks up, each weighted by 1 / (its count
-in the window): in expectation that is exactly a whole-table L2 penalty, but its gradient
-touches only the looked-up rows, so updates stay sparse.
-
-Optional factorization-machine crosses (`fm_fields`, from the config's `model:` section):
-each listed field gets a factor table, sharded like the others, and the logit adds the
-dot products of every pair of factors (user x item and user x category tastes, which
-neither the per-id biases nor an MLP over low-cardinality embeddings can represent).
+The parts a reader holds apart: the network (`components.ctr.model`: per-ID biases with
+a count-weighted prior, item popularity, numerics, a small MLP, optional factorization-
+machine crosses), the input (`components.ctr.train_input`: shards, the preprocessing
+job's counts, per-worker shares), the export (`components.ctr.train_export`); this module
+keeps the spec, the roles and the loop. It is the platform's one CTR trainer: the tests
+train with it in one process, production on a cluster.
 
 How long it trains is a budget in examples (`train_examples`; default max(3 passes,
 300,000)), so a 5k-row window gets ~300 steps instead of 15, and early stopping on a
@@ -49,34 +43,28 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 import os
 import sys
 import time
-import zlib
 from pathlib import Path
 
+from components.ctr import train_export
 from components.ctr.chunks import ChunkScheduler
+from components.ctr.model import build_net, leaves, named_variables, shard_layout
+from components.ctr.train_export import SERVING_DIR
+from components.ctr.train_input import (MAX_VALIDATION_ROWS, VALIDATION_BATCH, make_dataset_fn,
+                                        preprocessed_validation_percent, prior_weights,
+                                        window_rows)
 from retrain.common import tf_keras_env
 from retrain.common.step import drop_known_lines, main
 
 log = logging.getLogger("retrain.ps_train")
 
-SERVING_DIR = "serving_model"
-SUMMARY_FILE = "train_summary.json"
-CHECK_FILE = "in_training_predictions.json"
 PROGRESS_FILE = "progress.json"
 SERVER_ROLES = ("ps", "worker")
 DEFAULT_PASSES = 3
 MIN_TRAIN_EXAMPLES = 300_000
 VALIDATIONS_PER_BUDGET = 12
-MIN_VALIDATION_ROWS = 100     # below it a validation loss is noise: no early stopping
-MAX_VALIDATION_ROWS = 200_000  # validations read at most these (held in worker memory)
-VALIDATION_BATCH = 4096
-# The export scores at most this many eval rows for the training summary's figures (a
-# bounded sample; the evaluation job scores every held-out row of the window).
-EXPORT_SAMPLE_ROWS = 65_536
-EXPORT_SAMPLE_BATCH = 8192
 MIN_REMOTE_CALL_TIMEOUT_S = 5
 REMOTE_TIMEOUT_RETRIES = 3    # timed-out remote calls the coordinator runs again, per run
 BEST_DIR = "best"             # under the checkpoint dir: the best validated parameters
@@ -232,301 +220,7 @@ def _config(spec: PsTrainSpec, fcfg=None) -> dict:
             "dense": fcfg.dense_features(), "label": fcfg.label}
 
 
-def _initializer(shape, kind: str, seed: int, stddev: float = 0.05, values=None):
-    """Initial value callable that can build one shard on its parameter server.
-
-    The strategy calls it with `partition_shape`/`partition_offset`, so a large table is
-    never materialised whole on the coordinator.
-    """
-    import numpy as np
-    import tensorflow as tf
-
-    def init(partition_shape=None, partition_offset=None):
-        shp = tuple(partition_shape or shape)
-        off = int(partition_offset[0]) if partition_offset else 0
-        if kind == "zeros":
-            return tf.zeros(shp, tf.float32)
-        if kind == "values":
-            return tf.constant(np.asarray(values[off:off + shp[0]], np.float32).reshape(shp))
-        if kind == "normal":
-            return tf.random.stateless_normal(shp, seed=[seed, off], stddev=stddev)
-        if kind == "glorot":
-            limit = math.sqrt(6.0 / (shape[0] + shape[-1]))
-            return tf.random.stateless_uniform(shp, seed=[seed, off], minval=-limit, maxval=limit)
-        raise ValueError(kind)
-    return init
-
-
-def build_net(cfg: dict, counts: dict | None = None, base_rate: float = 0.04):
-    """The CTR network as a tf.Module; under a strategy scope its tables are sharded."""
-    import numpy as np
-    import tensorflow as tf
-
-    from components.ctr.feature_config import missing_name, transformed_name
-
-    def var(name, shape, kind, trainable=True, values=None, stddev=0.05):
-        seed = (cfg["seed"] * 1000 + zlib.crc32(name.encode()) % 997) & 0x7FFFFFFF
-        return tf.Variable(_initializer(shape, kind, seed, stddev, values), shape=shape,
-                           dtype=tf.float32, trainable=trainable, name=name)
-
-    class Params(tf.Module):
-        pass
-
-    class Counts(tf.Module):
-        pass
-
-    class CtrNet(tf.Module):
-        def __init__(self):
-            super().__init__(name="ctr_net")
-            p = self.params = Params(name="params")
-            p.bias = {k: var(f"bias_{k}", [cfg["rows"][k], 1], "zeros")
-                      for k in cfg["rows"]}
-            p.emb = {k: var(f"emb_{k}", [cfg["rows"][k], d], cfg["embedding_init"])
-                     for k, d in cfg["dims"].items()}
-            # Zeros would be a saddle for a product of two factors: always random.
-            p.fm = {k: var(f"fm_{k}", [cfg["rows"][k], cfg["fm_dim"]], "normal")
-                    for k in cfg["fm"]}
-            n_numeric = 2 * len(cfg["dense"]) + 2 * len(cfg["count_features"])
-            p.linear_w = var("linear_w", [n_numeric, 1], "zeros")
-            logit0 = math.log(base_rate / (1.0 - base_rate))
-            p.linear_b = tf.Variable(tf.constant([logit0], tf.float32), name="linear_b")
-            width = sum(cfg["dims"].values()) + n_numeric
-            p.hidden_w, p.hidden_b = [], []
-            for i, units in enumerate(cfg["hidden"]):
-                p.hidden_w.append(var(f"hidden_w{i}", [width, units], "glorot"))
-                p.hidden_b.append(tf.Variable(tf.zeros([units]), name=f"hidden_b{i}"))
-                width = units
-            p.deep_w = var("deep_w", [width, 1], "zeros") if cfg["hidden"] else None
-            c = self.counts = Counts(name="counts")
-            c.table = {}
-            for k in cfg["count_features"]:
-                values = np.zeros(cfg["rows"][k], np.float32)
-                if counts is not None:
-                    values[:len(counts[k])] = counts[k]
-                c.table[k] = var(f"count_{k}", [cfg["rows"][k], 1], "values",
-                                 trainable=False, values=values)
-
-        def forward(self, feats, training=False):
-            """Click probability and the batch's prior penalty (0 without inverse counts)."""
-            p = self.params
-            terms, vectors = [], []
-            penalty = tf.constant(0.0)
-            for k in cfg["rows"]:
-                ids = feats[transformed_name(k)]
-                if k in cfg["multi"]:
-                    # Padded ids (-1 = empty slot): masked mean over the present values;
-                    # the prior applies to every present value's row.
-                    mask = tf.cast(tf.greater_equal(ids, 0), tf.float32)        # (b, L)
-                    ids = tf.maximum(ids, 0)
-                    present = tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)      # (b,)
-                    b_all = tf.nn.embedding_lookup(p.bias[k], ids)[:, :, 0]     # (b, L)
-                    terms.append(tf.reduce_sum(b_all * mask, axis=1) / present)
-                    inv = feats.get(f"__prior_bias_{k}")
-                    if inv is not None:
-                        penalty += tf.reduce_mean(tf.reduce_sum(inv * mask * tf.square(b_all), 1))
-                    if k in p.emb:
-                        e_all = tf.nn.embedding_lookup(p.emb[k], ids)          # (b, L, d)
-                        vectors.append(tf.reduce_sum(e_all * mask[:, :, None], axis=1)
-                                       / present[:, None])
-                        inv = feats.get(f"__prior_emb_{k}")
-                        if inv is not None:
-                            penalty += tf.reduce_mean(tf.reduce_sum(
-                                inv * mask * tf.reduce_sum(tf.square(e_all), axis=2), 1))
-                    continue
-                b = tf.reshape(tf.nn.embedding_lookup(p.bias[k], ids), [-1])
-                terms.append(b)
-                inv = feats.get(f"__prior_bias_{k}")
-                if inv is not None:
-                    penalty += tf.reduce_mean(inv * tf.square(b))
-                if k in p.emb:
-                    e = tf.nn.embedding_lookup(p.emb[k], ids)
-                    vectors.append(e)
-                    inv = feats.get(f"__prior_emb_{k}")
-                    if inv is not None:
-                        penalty += tf.reduce_mean(inv * tf.reduce_sum(tf.square(e), axis=1))
-            if cfg["fm"]:
-                # sum over pairs <v_a, v_b> = ((sum v)^2 - sum v^2) / 2, summed over factors
-                factors = []
-                for k in cfg["fm"]:
-                    v = tf.nn.embedding_lookup(p.fm[k], feats[transformed_name(k)])
-                    factors.append(v)
-                    inv = feats.get(f"__prior_fm_{k}")
-                    if inv is not None:
-                        penalty += tf.reduce_mean(inv * tf.reduce_sum(tf.square(v), axis=1))
-                total = tf.add_n(factors)
-                terms.append(0.5 * tf.reduce_sum(
-                    tf.square(total) - tf.add_n([tf.square(v) for v in factors]), axis=1))
-            numeric = []
-            for k in cfg["dense"]:
-                numeric += [feats[transformed_name(k)], feats[missing_name(k)]]
-            for k in cfg["count_features"]:
-                n = tf.reshape(tf.nn.embedding_lookup(self.counts.table[k],
-                                                      feats[transformed_name(k)]), [-1])
-                numeric += [tf.math.log1p(n), tf.cast(tf.equal(n, 0.0), tf.float32)]
-            numeric = (tf.stack([tf.cast(x, tf.float32) for x in numeric], axis=1) if numeric
-                       else tf.zeros([tf.shape(terms[0])[0], 0]))
-            terms.append(tf.reshape(tf.matmul(numeric, _dense(p.linear_w)) + p.linear_b, [-1]))
-            if cfg["hidden"]:
-                x = tf.concat(vectors + [numeric], axis=1)
-                for w, bias in zip(p.hidden_w, p.hidden_b):
-                    x = tf.nn.relu(tf.matmul(x, _dense(w)) + bias)
-                    if training and cfg["dropout"]:
-                        x = tf.nn.dropout(x, rate=cfg["dropout"])
-                terms.append(tf.reshape(tf.matmul(x, _dense(p.deep_w)), [-1]))
-            return tf.sigmoid(tf.add_n(terms)), penalty
-
-        @tf.function
-        def __call__(self, feats):
-            return self.forward(feats, training=False)[0]
-
-    return CtrNet()
-
-
-def _dense(v):
-    """A small weight as one tensor, whether or not the partitioner split it."""
-    import tensorflow as tf
-    parts = getattr(v, "variables", None)
-    return tf.concat(list(parts), axis=0) if parts is not None and len(parts) > 1 else (
-        parts[0] if parts is not None else v)
-
-
-def _leaves(module) -> list:
-    """Trainable variables as the optimizer sees them: every shard of a ShardedVariable."""
-    out = []
-    for _, v in _named_variables(module):
-        parts = list(getattr(v, "variables", [v]))
-        if parts[0].trainable:
-            out.extend(parts)
-    return out
-
-
-def _named_variables(net) -> list[tuple[str, object]]:
-    """(path, variable) of every model variable; a ShardedVariable counts once."""
-    p, c = net.params, net.counts
-    items = [(f"bias/{k}", v) for k, v in p.bias.items()]
-    items += [(f"emb/{k}", v) for k, v in p.emb.items()]
-    items += [(f"fm/{k}", v) for k, v in p.fm.items()]
-    items += [("linear_w", p.linear_w), ("linear_b", p.linear_b)]
-    items += [(f"hidden_w{i}", v) for i, v in enumerate(p.hidden_w)]
-    items += [(f"hidden_b{i}", v) for i, v in enumerate(p.hidden_b)]
-    if p.deep_w is not None:
-        items.append(("deep_w", p.deep_w))
-    items += [(f"count/{k}", v) for k, v in c.table.items()]
-    return items
-
-
-def shard_layout(net) -> dict[str, list[dict]]:
-    """Per variable: its shards' devices and shapes (for logs, the summary and tests)."""
-    out = {}
-    for name, v in _named_variables(net):
-        parts = list(getattr(v, "variables", [v]))
-        out[name] = [{"device": s.device, "shape": s.shape.as_list()} for s in parts]
-    return out
-
-
-# ----------------------------------------------------------------------------- data
-
-def _prior_weights(spec: PsTrainSpec, cfg: dict, counts: dict) -> dict:
-    """Per field and id: prior strength / the id's count in the window (see module doc)."""
-    import numpy as np
-    out = {}
-    for k, n in counts.items():
-        inv = 1.0 / np.maximum(n, 1).astype(np.float32)
-        strength = cfg["id_l2"].get(k, spec.l2)
-        if strength:
-            out[f"__prior_bias_{k}"] = (k, (strength * inv).astype(np.float32))
-        if k in cfg["dims"] and spec.embedding_l2:
-            out[f"__prior_emb_{k}"] = (k, (spec.embedding_l2 * inv).astype(np.float32))
-        if k in cfg["fm"] and spec.fm_l2:
-            out[f"__prior_fm_{k}"] = (k, (spec.fm_l2 * inv).astype(np.float32))
-    return out
-
-
-def _make_dataset_fn(patterns, feature_spec: dict, batch_size: int, priors: dict,
-                     seed: int | None, repeat: bool, label: str | None = None,
-                     split: str = "all", workers: int = 1):
-    """A dataset function over the shards matching `patterns` (one glob or several); in
-    the cluster each worker runs it on its own.
-
-    split: "train" (shuffled, endless batches), "validation" (in file order, passes of
-    whole batches repeated, so each validation reads exactly one pass from a worker's
-    iterator) or "all" (one pass in batches). `workers` > 1 (in a cluster): each worker
-    reads its own share, every `workers`-th file from its index on (every `workers`-th
-    record when there are fewer files than workers), so N workers do not read the window
-    N times."""
-    from components.ctr import feature_config as fc
-    label = fc.default().label if label is None else label
-    if split not in ("all", "train", "validation"):
-        raise ValueError(split)
-    patterns = [patterns] if isinstance(patterns, str) else list(patterns)
-
-    def dataset_fn(_input_context=None):
-        import tensorflow as tf
-        shuffle = repeat and split != "validation"
-        names = sorted(n for p in patterns for n in tf.io.gfile.glob(p))
-        if not names:
-            raise FileNotFoundError(f"no shards match {patterns}")
-        files = tf.data.Dataset.from_tensor_slices(names)
-        if workers > 1:
-            index = tf.distribute.coordinator.experimental_get_current_worker_index()
-            if len(names) >= workers:
-                files = files.shard(workers, index)
-        if shuffle:
-            files = files.shuffle(max(len(names), 1), seed=seed, reshuffle_each_iteration=True)
-        ds = files.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type="GZIP"),
-                              cycle_length=4, num_parallel_calls=tf.data.AUTOTUNE,
-                              deterministic=not shuffle)
-        if workers > 1 and len(names) < workers:
-            ds = ds.shard(workers, index)
-        if split == "validation":
-            # Read once, then from memory: a pass must not cost a pass over the window.
-            ds = ds.take(MAX_VALIDATION_ROWS).batch(batch_size).cache()
-            ds = ds.repeat() if repeat else ds
-        elif repeat:
-            ds = ds.shuffle(50_000, seed=seed, reshuffle_each_iteration=True).repeat()
-            ds = ds.batch(batch_size, drop_remainder=True)
-        else:
-            ds = ds.batch(batch_size)
-        tables = {name: (fc.transformed_name(k), tf.constant(w)) for name, (k, w) in priors.items()}
-
-        def parse(x):
-            f = tf.io.parse_example(x, feature_spec)
-            for name, (key, table) in tables.items():
-                f[name] = tf.gather(table, tf.maximum(f[key], 0))   # padding: masked later
-            return f, f.pop(label)
-        return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
-    return dataset_fn
-
-
-def window_rows(pre: Path, fcfg, use_validation: bool):
-    """(training SplitStats, validation rows, shard globs to train on, glob of the
-    validation shards or None): from the preprocessing job's counts, no pass over rows.
-    Without a usable validation slice its rows train too."""
-    from components.ctr import split_stats
-    from components.ctr.formats import TRAIN_DIR, VALIDATION_DIR
-    stats = split_stats.read(pre)
-    train, held = stats[TRAIN_DIR], stats.get(VALIDATION_DIR)
-    train_globs = [str(pre / TRAIN_DIR / "*.tfrecord.gz")]
-    held_rows = held.rows if held is not None else 0
-    if use_validation and held_rows < MIN_VALIDATION_ROWS:
-        log.warning("validation slice of %d rows is below %d: no early stopping, every row "
-                    "trains", held_rows, MIN_VALIDATION_ROWS)
-    if not use_validation or held_rows < MIN_VALIDATION_ROWS:
-        if held_rows:
-            train = split_stats.merge(split_stats.SplitStats(
-                train.rows, train.clicks, dict(train.counts)), held)
-            train_globs.append(str(pre / VALIDATION_DIR / "*.tfrecord.gz"))
-        return train, 0, train_globs, None
-    return train, held_rows, train_globs, str(pre / VALIDATION_DIR / "*.tfrecord.gz")
-
-
 # ----------------------------------------------------------------------------- roles
-
-def _preprocessed_validation_percent(pre: Path) -> int:
-    from components.ctr.formats import SUMMARY_FILE
-    from retrain.common.atomic import read_json
-    return int(read_json(pre / SUMMARY_FILE).get("validation_percent", 0))
-
 
 def task_role() -> tuple[str | None, int]:
     """(task type, index) from TF_CONFIG, or (None, 0) when it is not set."""
@@ -614,14 +308,14 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
     import tensorflow_transform as tft
     from tensorflow_transform.keras_lib import tf_keras
 
-    from components import metrics
-    from retrain.common.atomic import atomic_dir, write_json
+    from retrain.common.atomic import write_json
     from components.ctr import feature_config as fc
     from components.ctr import optimizers
     from components.ctr.formats import EVAL_DIR, TRAIN_DIR, TRANSFORM_DIR
     from components.ctr.transform import (raw_batch, serving_signature,
                                           serving_to_transform_inputs)
 
+    entered = time.time()
     pre = Path(spec.preprocess_dir)
     fcfg = fc.for_preprocess_dir(pre)
     cfg = _config(spec, fcfg)
@@ -638,10 +332,10 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
     if train_stats.rows == 0:
         raise ValueError(f"no training rows in {pre / TRAIN_DIR}")
     rows, click_rate, counts = train_stats.rows, train_stats.click_rate, train_stats.counts
-    validation_percent = (_preprocessed_validation_percent(pre)
+    validation_percent = (preprocessed_validation_percent(pre)
                           if validation_pattern is not None else 0)
     stats_seconds = time.time() - started      # reading the job's counts: no pass over rows
-    priors = _prior_weights(spec, cfg, counts)
+    priors = prior_weights(spec, cfg, counts)
     budget_examples, total_steps = train_budget(spec, rows)
     log.info("budget: %d examples = %d steps of %d over %d training rows (%.1f passes)%s",
              budget_examples, total_steps, spec.batch_size, rows,
@@ -673,7 +367,7 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
         else:
             lr = spec.learning_rate
         optimizer = optimizers.make(spec.optimizer, lr)
-        train_vars = _leaves(net)
+        train_vars = leaves(net)
         optimizer.build(train_vars)
         step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
     layout = shard_layout(net)
@@ -703,7 +397,7 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
         view.model.params = net.params
         saved = [k for k in tf.train.load_checkpoint(path).get_variable_to_shape_map()
                  if k.startswith("model/params/") and k.endswith("VARIABLE_VALUE")]
-        wanted = [n for n, _ in _named_variables(net) if not n.startswith("count/")]
+        wanted = [n for n, _ in named_variables(net) if not n.startswith("count/")]
         if len(saved) != len(wanted):
             raise ValueError(f"warm_start_from={spec.warm_start_from}: it holds {len(saved)} "
                              f"model parameters, this model has {len(wanted)}: incompatible")
@@ -757,7 +451,7 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
             return iter(coordinator.create_per_worker_dataset(dataset_fn))
         return iter(dataset_fn())
 
-    train_fn = _make_dataset_fn(
+    train_fn = make_dataset_fn(
         train_patterns, feature_spec, spec.batch_size, priors,
         seed=None if distributed else spec.seed, repeat=True, label=fcfg.label, split="train",
         workers=num_workers if distributed else 1)
@@ -774,7 +468,7 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
                              _read_progress(progress_file, resumed_from).get("early_stopping"))
     val_every = val_batches = 0
     if validation_percent:
-        val_fn_data = _make_dataset_fn(
+        val_fn_data = make_dataset_fn(
             validation_pattern, feature_spec, VALIDATION_BATCH, {}, None, repeat=True,
             label=fcfg.label, split="validation")
         val_chunks, val_iterator = chunked(val_pass, val_fn_data, "validation input")
@@ -881,6 +575,9 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
         "epochs": spec.epochs, "train_rows": rows, "train_click_rate": round(click_rate, 6),
         "spec": dataclasses.asdict(spec),
         "stats_seconds": round(stats_seconds, 2), "loop_seconds": round(loop_seconds, 2),
+        # from entering the trainer to scheduling its first step (statistics, model,
+        # datasets; the rows of the window are not read before it)
+        "before_first_step_seconds": round(loop_started - entered, 2),
         "examples_per_second": round(examples_per_second, 1),
         "total_steps": total_steps, "steps_run": step, "resumed_from_step": resumed_from,
         "input_recoveries": {"count": chunks.recoveries, "rerun_steps": chunks.rerun_steps}
@@ -902,6 +599,7 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
               "steps_run": step, "best_step": stopper.best_step, "resumed_from_step": resumed_from,
               "examples_per_second": summary["examples_per_second"],
               "stats_seconds": summary["stats_seconds"], "loop_seconds": summary["loop_seconds"],
+              "before_first_step_seconds": summary["before_first_step_seconds"],
               "checkpoint_dir": str(ckpt_dir)}
     if not spec.export:
         # No copy to the coordinator (a table may not fit there), so no evaluation either.
@@ -909,65 +607,25 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
         return {**result, "model_dir": None, "val_auc": None, "val_log_loss": None,
                 "train_seconds": summary["train_seconds"], "summary": summary}
 
-    # A plain copy of the model (no strategy): evaluated here and exported.
-    plain = build_net(cfg, None, base_rate)
-    for (_, src), (_, dst) in zip(_named_variables(net), _named_variables(plain)):
-        parts = list(getattr(src, "variables", [src]))
-        value = tf.concat([p.read_value() for p in parts], 0) if len(parts) > 1 else parts[0]
-        dst.assign(tf.convert_to_tensor(value))
+    # The export gathers: a plain copy of every table on the coordinator (the plan checks
+    # it fits one machine), a bounded sample scored for the summary, the serving model.
+    plain = train_export.gather(net, cfg, base_rate)
     train_seconds = time.time() - started
-
-    eval_ds = _make_dataset_fn(eval_pattern, feature_spec, EXPORT_SAMPLE_BATCH, {}, None,
-                               repeat=False, label=fcfg.label)()
-    labels_all, probs_all = [], []
-    for feats, labels in eval_ds.take(-(-EXPORT_SAMPLE_ROWS // EXPORT_SAMPLE_BATCH)):
-        probs_all.append(plain(feats).numpy())
-        labels_all.append(labels.numpy())
-    val = {}
-    if labels_all:
-        y, p = np.concatenate(labels_all), np.concatenate(probs_all)
-        # Every learned term starts at zero, so the untrained model predicts the base rate.
-        val = {"val_auc": round(metrics.auc(y, p), 5), "val_log_loss": round(metrics.log_loss(y, p), 5),
-               "initial_val_log_loss": round(metrics.log_loss(y, np.full(len(y), base_rate)), 5),
-               "eval_rows": int(len(y)),
-               "eval_rows_are": f"a bounded sample: the first {len(y)} rows of the eval "
-                                "split's shards, at most "
-                                f"{EXPORT_SAMPLE_ROWS} (the evaluation step scores all)"}
-    log.info("eval: %s", val)
-
+    val = train_export.sample_metrics(plain, eval_pattern, feature_spec, fcfg.label, base_rate)
     summary.update({
         "train_seconds": round(train_seconds, 1),
         "initial_val_log_loss": val.get("initial_val_log_loss"),
         "val_sample": {k: val.get(k) for k in ("eval_rows", "eval_rows_are")},
         "history": {"val_auc": [val.get("val_auc")], "val_log_loss": [val.get("val_log_loss")],
                     "loss": [round(losses[-1][1], 5)] if losses else []},
-        "params": int(sum(np.prod(v.shape) for _, v in _named_variables(plain))),
+        "params": train_export.parameter_count(plain),
     })
     result.update({"val_auc": val.get("val_auc"), "val_log_loss": val.get("val_log_loss"),
                    "train_seconds": summary["train_seconds"]})
-
-    root = tf.Module()
-    root.model = plain
-    root.tft_layer = tft_output.transform_features_layer()
-
-    @tf.function(input_signature=[serving_signature(fcfg)])
-    def serve_fn(raw_features):
-        transformed = root.tft_layer(serving_to_transform_inputs(fcfg, raw_features))
-        transformed.pop(fcfg.label, None)
-        return {"p_click": root.model(transformed)}
-
-    out = Path(spec.out_dir)
-    with atomic_dir(out) as tmp:
-        tf.saved_model.save(root, str(tmp / SERVING_DIR),
-                            signatures={"serving_default": serve_fn.get_concrete_function()})
-        if not (tmp / SERVING_DIR / "saved_model.pb").exists():
-            raise RuntimeError("export wrote no saved_model.pb")
-        fc.write_model_config(tmp / SERVING_DIR, fcfg)
-        write_json(tmp / SUMMARY_FILE, summary)
-        if check is not None:
-            write_json(tmp / CHECK_FILE, {"rows": spec.check_raw_rows, "p_click": check})
-    log.info("exported %s", out / SERVING_DIR)
-    return {**result, "model_dir": str(out / SERVING_DIR)}
+    model_dir = train_export.write_serving_model(
+        Path(spec.out_dir), plain, tft_output, fcfg, summary,
+        check=None if check is None else {"rows": spec.check_raw_rows, "p_click": check})
+    return {**result, "model_dir": model_dir}
 
 
 class _EarlyStopping:

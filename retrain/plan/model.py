@@ -108,6 +108,7 @@ class Plan:
 def _steps(spec: PlanSpec, fig: Figures, fcfg, default_cfg) -> tuple[dict[str, Step], dict]:
     """The work of each step and the rate one machine of its role does it at."""
     from components.ctr import ps_train
+    from components.ctr.train_export import EXPORT_SAMPLE_ROWS
     from components.ctr.preprocess import PreprocessSpec
     eval_pct = PreprocessSpec.eval_percent if spec.eval_percent is None else spec.eval_percent
     val_pct = (ps_train.PsTrainSpec.validation_percent if spec.validation_percent is None
@@ -135,7 +136,7 @@ def _steps(spec: PlanSpec, fig: Figures, fcfg, default_cfg) -> tuple[dict[str, S
             [Part("training examples (the budget)", examples, fig.train_rate.value,
                   "train_rate", "", True)]
             + ([Part("export's bounded sample of eval rows (coordinator)",
-                     min(ps_train.EXPORT_SAMPLE_ROWS, spec.rows_per_day * eval_pct / 100),
+                     min(EXPORT_SAMPLE_ROWS, spec.rows_per_day * eval_pct / 100),
                      fig.score_rate.value, "score_rate", "", False)]
                if spec.export else []))),
         "evaluate": Step("evaluate", fig.evaluate_startup.value, "evaluate_startup", (

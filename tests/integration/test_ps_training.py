@@ -248,7 +248,8 @@ def test_early_stopping_exports_the_best_validated_parameters(preprocessed, tmp_
 
     from components.ctr import feature_config as fc
     from components.ctr.formats import TRANSFORM_DIR, VALIDATION_DIR
-    from components.ctr.ps_train import PsTrainSpec, _make_dataset_fn, run
+    from components.ctr.ps_train import PsTrainSpec, run
+    from components.ctr.train_input import make_dataset_fn
 
     pre = preprocessed["output_dir"]
     result = run(PsTrainSpec(preprocess_dir=pre, out_dir=str(tmp_path / "model"), batch_size=256,
@@ -273,7 +274,7 @@ def test_early_stopping_exports_the_best_validated_parameters(preprocessed, tmp_
     from tensorflow_transform.keras_lib import tf_keras
     loaded = tf.saved_model.load(result["model_dir"])
     spec = tft.TFTransformOutput(f"{pre}/{TRANSFORM_DIR}").transformed_feature_spec()
-    ds = _make_dataset_fn(f"{pre}/{VALIDATION_DIR}/*.tfrecord.gz", dict(spec), 4096, {},
+    ds = make_dataset_fn(f"{pre}/{VALIDATION_DIR}/*.tfrecord.gz", dict(spec), 4096, {},
                           None, repeat=False, label=fc.for_preprocess_dir(Path(pre)).label,
                           split="validation")()
     total, count = 0.0, 0

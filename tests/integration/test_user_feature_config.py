@@ -188,7 +188,25 @@ def user_preprocessed(tmp_path_factory):
             for row in data:
                 w.write(coder.encode(row))
     (out / fc.FEATURE_CONFIG_FILE).write_text(json.dumps(cfg.to_dict()))
+    _write_split_stats(out, cfg, train)
     return {"dir": out, "cfg": cfg, "eval_rows": eval_rows, "handmade": handmade}
+
+
+def _write_split_stats(out, cfg, train: list[dict]) -> None:
+    """What the Beam job counts while it transforms (rows, clicks, ids per field), here
+    from the transformed training rows in memory."""
+    import numpy as np
+
+    from components.ctr import split_stats
+    from components.ctr.formats import SPLIT_STATS_FILE, TRAIN_DIR
+    sizes = {k: cfg.categorical_size(k) for k in cfg.categorical_fields()}
+    stats = split_stats.empty(sizes)
+    stats.rows = len(train)
+    stats.clicks = float(sum(np.sum(r[cfg.label]) for r in train))
+    for k, size in sizes.items():
+        ids = np.concatenate([np.ravel(r[fc.transformed_name(k)]) for r in train]).astype(int)
+        stats.counts[k] += np.bincount(ids[(ids >= 0) & (ids < size)], minlength=size)
+    split_stats.write(out / SPLIT_STATS_FILE, {TRAIN_DIR: stats})
 
 
 def _serve(model_dir, cfg, rows):

@@ -2,7 +2,7 @@
 
 One ps and two workers run as their own processes (`python -m components.ctr.ps_train
 --serve`, each with its TF_CONFIG); a chief process builds the trainer's own training
-input (`components.ctr.ps_train._make_dataset_fn`, as `_train` does with two workers)
+input (`components.ctr.train_input.make_dataset_fn`, as the trainer does with two workers)
 through `ClusterCoordinator.create_per_worker_dataset` and schedules batch reads; each read
 reports the worker it ran on and the row ids it got. With N workers each reads 1/N of the
 files (or, with fewer files than workers, 1/N of the records), so no row is read by two
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 CHIEF = r'''
 import json, sys
 import tensorflow as tf
-from components.ctr.ps_train import _make_dataset_fn
+from components.ctr.train_input import make_dataset_fn
 
 pattern, reads = sys.argv[1], int(sys.argv[2])
 resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
@@ -32,7 +32,7 @@ strategy = tf.distribute.ParameterServerStrategy(resolver)
 coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
 spec = {"row": tf.io.FixedLenFeature([], tf.int64), "click": tf.io.FixedLenFeature([], tf.int64)}
 workers = resolver.cluster_spec().num_tasks("worker")
-fn = _make_dataset_fn(pattern, spec, 25, {}, None, repeat=True, label="click", split="train",
+fn = make_dataset_fn(pattern, spec, 25, {}, None, repeat=True, label="click", split="train",
                       workers=workers)
 iterator = iter(coordinator.create_per_worker_dataset(fn))
 

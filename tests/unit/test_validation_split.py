@@ -54,7 +54,7 @@ def test_missing_counts_name_the_file(tmp_path):
 def test_trainer_takes_the_slice_and_counts_from_the_job(tmp_path):
     """Without a usable validation slice its rows train too, and its counts add in."""
     from components.ctr.formats import SPLIT_STATS_FILE
-    from components.ctr.ps_train import MIN_VALIDATION_ROWS, window_rows
+    from components.ctr.train_input import MIN_VALIDATION_ROWS, window_rows
     train = split_stats.SplitStats(1000, 50.0, {"user": np.array([600, 400])})
     small = split_stats.SplitStats(MIN_VALIDATION_ROWS - 1, 5.0, {"user": np.array([9, 90])})
     split_stats.write(tmp_path / SPLIT_STATS_FILE, {"train": train, "validation": small})

@@ -1,0 +1,106 @@
+"""The trainer's export: the serving model, written only by the chief.
+
+Why apart from the loop: it is the one step that still gathers. TensorFlow writes a
+serving SavedModel from variables it can read in one process, so the coordinator copies
+every table from the parameter servers into a plain copy of the network (`gather`); its
+memory is the tables' size, which `retrain plan` checks against a worker machine. The
+figures shown in the training summary come from a bounded sample of eval rows
+(`sample_metrics`); the evaluation step scores every held-out row.
+
+Writes `<out_dir>/serving_model` (whose `serving_default` takes RAW features and applies
+the transform graph) and `<out_dir>/train_summary.json`, atomically.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+log = logging.getLogger("retrain.ps_train")
+
+SERVING_DIR = "serving_model"
+SUMMARY_FILE = "train_summary.json"
+CHECK_FILE = "in_training_predictions.json"
+# At most this many eval rows are scored for the training summary's figures.
+EXPORT_SAMPLE_ROWS = 65_536
+EXPORT_SAMPLE_BATCH = 8192
+
+
+def gather(net, cfg: dict, base_rate: float):
+    """A plain copy of `net` (no strategy) holding every shard's values."""
+    import tensorflow as tf
+
+    from components.ctr.model import build_net, named_variables
+    plain = build_net(cfg, None, base_rate)
+    for (_, src), (_, dst) in zip(named_variables(net), named_variables(plain)):
+        parts = list(getattr(src, "variables", [src]))
+        value = tf.concat([p.read_value() for p in parts], 0) if len(parts) > 1 else parts[0]
+        dst.assign(tf.convert_to_tensor(value))
+    return plain
+
+
+def parameter_count(plain) -> int:
+    import numpy as np
+
+    from components.ctr.model import named_variables
+    return int(sum(np.prod(v.shape) for _, v in named_variables(plain)))
+
+
+def sample_metrics(plain, eval_pattern: str, feature_spec: dict, label: str,
+                   base_rate: float) -> dict:
+    """AUC and log loss of `plain` on at most EXPORT_SAMPLE_ROWS eval rows, labelled as a
+    sample; {} when the eval split is empty."""
+    import numpy as np
+
+    from components import metrics
+    from components.ctr.train_input import make_dataset_fn
+    eval_ds = make_dataset_fn(eval_pattern, feature_spec, EXPORT_SAMPLE_BATCH, {}, None,
+                              repeat=False, label=label)()
+    labels_all, probs_all = [], []
+    for feats, labels in eval_ds.take(-(-EXPORT_SAMPLE_ROWS // EXPORT_SAMPLE_BATCH)):
+        probs_all.append(plain(feats).numpy())
+        labels_all.append(labels.numpy())
+    val = {}
+    if labels_all:
+        y, p = np.concatenate(labels_all), np.concatenate(probs_all)
+        # Every learned term starts at zero, so the untrained model predicts the base rate.
+        val = {"val_auc": round(metrics.auc(y, p), 5),
+               "val_log_loss": round(metrics.log_loss(y, p), 5),
+               "initial_val_log_loss": round(metrics.log_loss(y, np.full(len(y), base_rate)), 5),
+               "eval_rows": int(len(y)),
+               "eval_rows_are": f"a bounded sample: the first {len(y)} rows of the eval "
+                                f"split's shards, at most {EXPORT_SAMPLE_ROWS} (the "
+                                "evaluation step scores all)"}
+    log.info("eval: %s", val)
+    return val
+
+
+def write_serving_model(out: Path, plain, tft_output, fcfg, summary: dict,
+                        check: dict | None = None) -> str:
+    """The serving SavedModel, its feature config and the summary, into `out` at once."""
+    import tensorflow as tf
+
+    from components.ctr import feature_config as fc
+    from components.ctr.transform import serving_signature, serving_to_transform_inputs
+    from retrain.common.atomic import atomic_dir, write_json
+
+    root = tf.Module()
+    root.model = plain
+    root.tft_layer = tft_output.transform_features_layer()
+
+    @tf.function(input_signature=[serving_signature(fcfg)])
+    def serve_fn(raw_features):
+        transformed = root.tft_layer(serving_to_transform_inputs(fcfg, raw_features))
+        transformed.pop(fcfg.label, None)
+        return {"p_click": root.model(transformed)}
+
+    with atomic_dir(out) as tmp:
+        tf.saved_model.save(root, str(tmp / SERVING_DIR),
+                            signatures={"serving_default": serve_fn.get_concrete_function()})
+        if not (tmp / SERVING_DIR / "saved_model.pb").exists():
+            raise RuntimeError("export wrote no saved_model.pb")
+        fc.write_model_config(tmp / SERVING_DIR, fcfg)
+        write_json(tmp / SUMMARY_FILE, summary)
+        if check is not None:
+            write_json(tmp / CHECK_FILE, check)
+    log.info("exported %s", out / SERVING_DIR)
+    return str(out / SERVING_DIR)
