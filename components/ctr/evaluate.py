@@ -212,6 +212,7 @@ def run(spec: EvaluateSpec) -> dict:
     from components import gate
     from components.binned_metrics import EvalAccumulator
     from components.ctr import feature_config, rawdata, slices
+    from retrain.common import rawfiles
     from retrain.common.atomic import write_json
 
     # The raw inputs each model takes come from the feature config it was trained with.
@@ -240,6 +241,10 @@ def run(spec: EvaluateSpec) -> dict:
     truth = all((Path(d) / "_truth.parquet").is_file() for d in days)
     out_dir = Path(spec.out_dir)
     state = str(out_dir / STATE_FILE)
+    # The bytes the job reads are the bytes checked after it: a part rewritten while the
+    # job ran (or a link out of the raw root, a FIFO) is refused, never scored.
+    inputs = rawfiles.snapshot([p for d in days for p in rawdata.span_parts(d)],
+                               Path(spec.span_dir).parent)
     job = evaluate_ctr.run(job_argv(spec, days, percent, wanted, truth, state))
     acc = EvalAccumulator.load(state)
     per_day = [acc.counts.get(f"day{i}", 0) for i in range(len(days))]
@@ -275,6 +280,7 @@ def run(spec: EvaluateSpec) -> dict:
         "eval_percent": spec.eval_percent, "output": "p_click",
         "example_ids": sample_rows.column(cfg.example_id).to_pylist(),
         "scores": [float(x) for x in sample_scores]})
+    rawfiles.verify_unchanged(inputs)
     report = {"span_dir": spec.span_dir, "eval_percent": percent, "split": split,
               "window_span_dirs": days, "rows_per_day": per_day,
               "candidate_model_dir": spec.candidate_model_dir,

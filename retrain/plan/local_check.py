@@ -1,5 +1,6 @@
-"""`retrain plan --check`: runs the preprocessing and training steps here at two sizes and
-compares them with the plan's prediction, so the model is tested against real runs.
+"""`retrain plan --check`: runs the preprocessing, training and evaluation steps here at two
+sizes and compares them with the plan's prediction, so the model is tested against real
+runs.
 
 The steps run as subprocesses that die with this one.
 """
@@ -39,9 +40,9 @@ def _timed(cmd: list[str], log: Path, timeout: float) -> tuple[float, float]:
     return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
-# Judged by --check: both steps. Training's figures come from bench/train_sweep.py, which
-# runs the very command below at other sizes (its counting pass and its loop timed apart).
-JUDGED = ("preprocess", "train")
+# Judged by --check: every step. Training's figures come from bench/train_sweep.py, which
+# runs the very command below at other sizes; evaluation's from bench/evaluate_ctr.py.
+JUDGED = ("preprocess", "train", "evaluate")
 START = dt.date(2026, 1, 1)
 
 
@@ -56,12 +57,33 @@ def prepare(work: Path, rows: int, window_days: int) -> Path:
     return d
 
 
-def commands(d: Path, window_days: int) -> dict[str, list[str]]:
+def eval_model(work: Path, d: Path) -> str:
+    """A model to evaluate with (trained once, in one process, on `d`'s preprocessed window;
+    not timed): the evaluation step scores it as candidate and as published model."""
+    out = work / "eval_model"
+    if not (out / "serving_model").exists():
+        spec = {"preprocess_dir": str(d / "pre"), "out_dir": str(out), "epochs": 1,
+                "checkpoint_every_steps": 0, "validation_percent": 0}
+        env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+        subprocess.run([sys.executable, "-m", "components.ctr.ps_train", "--spec",
+                        json.dumps(spec)], check=True, cwd=REPO, env=env, timeout=900,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       preexec_fn=die_with_parent())
+    return str(out / "serving_model")
+
+
+def commands(d: Path, window_days: int, model: str) -> dict[str, list[str]]:
     """The Beam preprocessing job, then a 1 ps + 1 worker training run (1 epoch, no
-    validation slice, no export, no checkpoints) on its output, as `retrain plan` models
+    validation slice, no export, no checkpoints) on its output, then the evaluation step
+    (its Beam job over the window's held-out rows, two models), as `retrain plan` models
     them; `train_result.json` holds the trainer's own timings."""
     py = sys.executable
     span = (START + dt.timedelta(days=window_days - 1)).isoformat()
+    days = [str(d / "raw" / "ctr" / f"dt={START + dt.timedelta(days=i)}")
+            for i in reversed(range(window_days))]
+    evaluate = {"span_dir": days[0], "window_span_dirs": days, "candidate_model_dir": model,
+                "baseline_model_dir": model, "out_dir": str(d / "evaluation"),
+                "min_auc": 0.0}
     train = {"preprocess_dir": str(d / "pre"), "out_dir": str(d / "model"),
              "epochs": 1, "export": False, "checkpoint_every_steps": 0,
              "validation_percent": 0}
@@ -72,13 +94,15 @@ def commands(d: Path, window_days: int) -> dict[str, list[str]]:
                        "--analysis-cache-dir", str(d / "cache")],
         "train": [py, "-m", "components.ctr.cluster", "--spec",
                   json.dumps({"train": train, "num_ps": 1, "num_workers": 1}),
-                  "--result-file", str(d / "train_result.json")]}
+                  "--result-file", str(d / "train_result.json")],
+        "evaluate": [py, "-m", "components.ctr.evaluate", "--spec", json.dumps(evaluate),
+                     "--result-file", str(d / "evaluate_result.json")]}
 
 
 def run_step(d: Path, name: str, cmd: list[str]) -> tuple[float, float]:
     """One fresh run of a step (its earlier outputs removed): (wall s, CPU s)."""
-    for old in ((d / "pre", d / "cache") if name == "preprocess"
-                else (d / "model", d / "model_checkpoints")):
+    olds = {"preprocess": (d / "pre", d / "cache"), "evaluate": (d / "evaluation",)}
+    for old in olds.get(name, (d / "model", d / "model_checkpoints")):
         shutil.rmtree(old, ignore_errors=True)
     return _timed(cmd, d / f"{name}.log", 900)
 
@@ -86,16 +110,16 @@ def run_step(d: Path, name: str, cmd: list[str]) -> tuple[float, float]:
 def check(sizes: tuple[int, ...] = (100_000, 400_000), window_days: int = 3,
           repeats: int = 2, bench: Path = BENCH_DIR, keep: Path | None = None,
           say=lambda line: print(line, flush=True)) -> dict:
-    """Run the Beam preprocessing job and a 1 ps + 1 worker training run at two sizes
-    here, `repeats` times each (interleaved), predict each from the plan's model with this
-    machine's cores, and compare with the fastest run: other jobs on a shared machine only
-    ever add time."""
+    """Run the Beam preprocessing job, a 1 ps + 1 worker training run and the evaluation
+    step at two sizes here, `repeats` times each (interleaved), predict each from the
+    plan's model with this machine's cores, and compare with the fastest run: other jobs
+    on a shared machine only ever add time."""
     from components.ctr import feature_config
     work = keep or Path(tempfile.mkdtemp(prefix="retrain-plan-check-"))
     work.mkdir(parents=True, exist_ok=True)
     cfg = feature_config.default()
     started, load_before = time.time(), os.getloadavg()
-    points, cmds, fig = {}, {}, None
+    points, cmds, fig, model = {}, {}, None, None
     ok = False
     try:
         for rows in sizes:
@@ -105,14 +129,18 @@ def check(sizes: tuple[int, ...] = (100_000, 400_000), window_days: int = 3,
             spec = PlanSpec(rows_per_day=rows, window_days=window_days, epochs=1,
                             validation_percent=0, export=False, machines={"": local})
             steps, data = _steps(spec, fig, cfg, cfg)
-            cmds[rows] = commands(d, window_days)
+            if model is None:      # the smallest window, preprocessed once to train it
+                _timed(commands(d, window_days, "")["preprocess"], d / "model_pre.log", 900)
+                model = eval_model(work, d)
+            cmds[rows] = commands(d, window_days, model)
             points[rows] = {"rows_per_day": rows, "window_rows": data["window_rows"],
                             "train_examples": data["train_examples"],
                             "steps": {name: {"predicted_s": round(steps[name].seconds(1), 1),
                                              "judged": name in JUDGED, "runs_s": [],
-                                             "cpu_s": []} for name in ("preprocess", "train")},
+                                             "cpu_s": []}
+                                      for name in ("preprocess", "train", "evaluate")},
                             "figures": {k: dataclasses.asdict(v) for k, v in fig.all().items()
-                                        if k.startswith("preprocess") or k.startswith("train")}}
+                                        if k.startswith(("preprocess", "train", "evaluate"))}}
         for rep in range(repeats):
             for rows in sizes:
                 d = work / f"rows{rows}"
@@ -146,8 +174,9 @@ def check(sizes: tuple[int, ...] = (100_000, 400_000), window_days: int = 3,
     return {
         "command": "retrain plan " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["plan"]
                                               else sys.argv[1:]),
-        "what": "the Beam preprocessing job (fresh analysis cache) and a 1 ps + 1 worker "
-                "training run (1 epoch, no validation slice, no export, no checkpoints) at "
+        "what": "the Beam preprocessing job (fresh analysis cache), a 1 ps + 1 worker "
+                "training run (1 epoch, no validation slice, no export, no checkpoints) and "
+                "the evaluation step (its Beam job, one model as candidate and baseline) at "
                 "two sizes, each run `repeats` times, interleaved; measured = the fastest run; "
                 "predicted by the plan's model with one Beam worker of the benchmark "
                 "machine's cores and one training worker",
