@@ -278,7 +278,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
             "text_config": T.resolved(cfg),
             "eval_percent": args.eval_percent,
             "seconds": round(time.time() - started, 1),
-            "runner": options.get_all_options().get("runner") or "DirectRunner",
+            "runner": runner.name(options),
         }
         write_json(tmp / SUMMARY_FILE, summary)
         write_json(tmp / T.CONFIG_FILE, T.resolved(cfg))

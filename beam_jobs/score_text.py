@@ -148,7 +148,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                    "model_dir": model_dir, "model_version": version,
                    "rows_scored": counters.get("rows_scored", 0),
                    "rows_empty_text": counters.get("rows_empty_text", 0),
-                   "seconds": round(time.time() - started, 1)}
+                   "seconds": round(time.time() - started, 1),
+                   "runner": runner.name(options)}
         write_json(tmp / SUMMARY_FILE, summary)
     summary["output_dir"] = str(output)
     log.info("score summary: %s", json.dumps(summary))

@@ -248,7 +248,9 @@ class Partial:
         self.rows += o.rows
         for reason, n in o.rejected.items():
             self.rejected[reason] = self.rejected.get(reason, 0) + n
-        self.reject_examples = (self.reject_examples + o.reject_examples)[:REJECT_EXAMPLES]
+        # The first ones in the files, whatever order the runner merged the batches in.
+        self.reject_examples = sorted(self.reject_examples + o.reject_examples,
+                                      key=_reject_order)[:REJECT_EXAMPLES]
         for name, col in o.cols.items():
             self.cols.setdefault(name, _Col()).merge(col, cfg)
         for f, p in o.parts.items():
@@ -265,6 +267,10 @@ class Partial:
                 keep = _bottom(both.column(PRIO).to_numpy(), cfg.sample_rows)
                 self.sample = both.take(pa.array(np.sort(keep)))
         return self
+
+
+def _reject_order(example: dict) -> tuple:
+    return example["source"], example["line"]
 
 
 def batch_partial(batch: pa.RecordBatch, part: str, key: str, cfg: StatsConfig) -> Partial:
@@ -596,7 +602,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     summary = {"spans": {span: {"stats": str(Path(out) / STATS_FILE),
                                 "sample": str(Path(out) / SAMPLE_FILE), "rows": rows[span]}
                          for span, (_, out) in spans.items()},
-               "rows": total, "seconds": round(seconds, 3),
+               "rows": total, "seconds": round(seconds, 3), "runner": runner.name(options),
                "rows_per_second": round(total / max(seconds, 1e-9))}
     if len(spans) == 1:
         summary.update(next(iter(summary.pop("spans").values())))

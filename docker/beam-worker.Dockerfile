@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1
 # The Beam SDK worker image for the portable runners (Flink, Spark, Dataflow): Beam's own
 # Python 3.11 SDK image of the locked Beam version, plus what the repo's pipelines import on
-# the workers -- tf.Transform and TensorFlow (beam_jobs.preprocess_ctr), keras-hub and
-# tensorflow-text (beam_jobs.score_text), pyarrow, pandas -- at the versions of
+# the workers -- tf.Transform and TensorFlow (beam_jobs.preprocess_ctr), google-crc32c and
+# isal (its TFRecord shard writer), keras-hub and tensorflow-text (beam_jobs.score_text),
+# pyarrow, pandas -- at the versions of
 # requirements.lock, and this repo (beam_jobs, components, their feature/task configs).
 # A pipeline uses it with
 #
@@ -20,11 +21,12 @@ COPY requirements.lock /tmp/retrain-src/requirements.lock
 # The lock as constraints: only what the pipelines need is installed, each at its locked
 # version (the lock was resolved with apache-beam 2.77.0, so Beam's own pins agree).
 RUN pip install -c /tmp/retrain-src/requirements.lock \
-        apache-beam==2.77.0 tensorflow-transform tensorflow-text keras-hub pyarrow pandas numpy
+        apache-beam==2.77.0 tensorflow-transform tensorflow-text keras-hub pyarrow pandas numpy \
+        google-crc32c isal
 COPY pyproject.toml README.md /tmp/retrain-src/
 COPY retrain /tmp/retrain-src/retrain
 COPY components /tmp/retrain-src/components
 COPY beam_jobs /tmp/retrain-src/beam_jobs
 RUN pip install --no-deps /tmp/retrain-src \
     && rm -rf /tmp/retrain-src \
-    && python -c "import tensorflow_transform, beam_jobs.preprocess_ctr, beam_jobs.score_text"
+    && python -c "import tensorflow_transform, isal, beam_jobs.preprocess_ctr, beam_jobs.score_text"
