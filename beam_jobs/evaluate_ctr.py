@@ -141,13 +141,7 @@ class ScoreAndFold(beam.DoFn):
     def setup(self):
         from components.ctr import feature_config, rawdata
         a = self._args
-        if a["tf_threads"]:
-            import tensorflow as tf
-            try:
-                tf.config.threading.set_intra_op_parallelism_threads(a["tf_threads"])
-                tf.config.threading.set_inter_op_parallelism_threads(a["tf_threads"])
-            except RuntimeError:   # TensorFlow already running in this process
-                log.info("TensorFlow is already initialised here: --tf-threads not applied")
+        runner.limit_tf_threads(a["tf_threads"], log)
         models = _models(argparse.Namespace(**a))
         self._cfg = _candidate_config(models)
         self._scorers = {name: (rawdata.Scorer(path), feature_config.for_model_dir(path))

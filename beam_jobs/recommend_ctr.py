@@ -65,13 +65,7 @@ class ScoreShard(beam.DoFn):
         from components.ctr.recommend_scoring import PairLayout, PairScorer
 
         a = self._args
-        if a["tf_threads"]:
-            import tensorflow as tf
-            try:
-                tf.config.threading.set_intra_op_parallelism_threads(a["tf_threads"])
-                tf.config.threading.set_inter_op_parallelism_threads(a["tf_threads"])
-            except RuntimeError:   # TensorFlow already running in this process
-                log.info("TensorFlow is already initialised here: --tf-threads not applied")
+        runner.limit_tf_threads(a["tf_threads"], log)
         layout = PairLayout.from_dict(json.loads(a["layout"]))
         items = pq.read_table(str(Path(a["inputs_dir"]) / ITEMS_FILE))
         self._scorer = PairScorer(a["model_dir"], items, layout, a["k"], a["batch_pairs"],

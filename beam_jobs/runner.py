@@ -62,3 +62,16 @@ def name(options: PipelineOptions) -> str:
     """The runner `pipeline(options)` runs on, for a job's summary."""
     given = options.view_as(StandardOptions).runner
     return "FnApiRunner" if given in LOCAL_DEFAULTS else str(given)
+
+
+def limit_tf_threads(n: int, log) -> None:
+    """TensorFlow threads of this worker process (0: TensorFlow's default, every core);
+    say so in `log` when TensorFlow already runs here and can no longer change."""
+    if not n:
+        return
+    import tensorflow as tf
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(n)
+        tf.config.threading.set_inter_op_parallelism_threads(n)
+    except RuntimeError:   # TensorFlow already running in this process
+        log.info("TensorFlow is already initialised here: --tf-threads not applied")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from components.metrics import EPS, base_rate_entropy, percentile_interval
+from components.metrics import EPS, base_rate_entropy, percentile_interval, roc_points
 
 FINE_BINS = 1 << 14          # headline AUC / ROC / reliability resolution
 SLICE_SHIFT = 2              # slices: FINE_BINS >> 2 bins
@@ -298,12 +298,7 @@ class EvalAccumulator:
         fpr = np.r_[0.0, np.cumsum(neg) / n_neg]
         tpr = np.r_[0.0, np.cumsum(pos) / n_pos]
         thresholds = np.r_[np.inf, bin_upper_prob(full)]
-        if max_points is not None and fpr.size > max_points:
-            keep = np.unique(np.linspace(0, fpr.size - 1, max(int(max_points), 2)).round()
-                             .astype(int))
-            fpr, tpr, thresholds = fpr[keep], tpr[keep], thresholds[keep]
-        return {"fpr": fpr.tolist(), "tpr": tpr.tolist(),
-                "thresholds": [None if not math.isfinite(t) else float(t) for t in thresholds]}
+        return roc_points(fpr, tpr, thresholds, max_points)
 
     def reliability_curve(self, name: str, n_bins: int = 10) -> dict:
         """Mean predicted vs observed rate in `n_bins` groups of about equal rows (fine

@@ -144,6 +144,12 @@ def roc_curve(labels, scores, max_points: int | None = None) -> dict:
     fpr = np.r_[0.0, fps / n_neg]
     tpr = np.r_[0.0, tps / n_pos]
     thresholds = np.r_[np.inf, s_sorted[ends]]
+    return roc_points(fpr, tpr, thresholds, max_points)
+
+
+def roc_points(fpr, tpr, thresholds, max_points: int | None = None) -> dict:
+    """An ROC curve as eval.json holds it, thinned to about `max_points` points (first and
+    last kept); an infinite threshold is None."""
     if max_points is not None and fpr.size > max_points:
         keep = np.unique(np.linspace(0, fpr.size - 1, max(int(max_points), 2)).round()
                          .astype(int))
