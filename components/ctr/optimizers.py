@@ -20,7 +20,7 @@ def make(name: str, learning_rate):
     if name == "lazy_adam":
         return _lazy_adam_class()(learning_rate)
     if name == "adam":
-        return tf_keras.optimizers.Adam(learning_rate)
+        return _slots_where_they_live(tf_keras.optimizers.Adam)(learning_rate)
     if name == "adagrad":
         return tf_keras.optimizers.Adagrad(learning_rate)
     if name == "sgd":
@@ -31,6 +31,26 @@ def make(name: str, learning_rate):
 _LAZY_ADAM = None
 
 
+def _slots_where_they_live(base):
+    """`base` whose zero-initialised slots are made on their variable's device.
+
+    tf_keras computes a slot's zeros where the optimizer runs, the coordinator, and
+    copies them to the parameter server: the coordinator then held a whole shard per
+    slot, so its memory grew with the tables. Made on the shard's own device, the zeros
+    never leave it (bench/export_memory.py: the chief's peak against table rows)."""
+    import tensorflow as tf
+
+    class Placed(base):
+        def add_variable_from_reference(self, model_variable, variable_name, shape=None,
+                                        initial_value=None):
+            with tf.device(model_variable.device):
+                return super().add_variable_from_reference(model_variable, variable_name,
+                                                           shape, initial_value)
+
+    Placed.__name__ = Placed.__qualname__ = base.__name__
+    return Placed
+
+
 def _lazy_adam_class():
     global _LAZY_ADAM
     if _LAZY_ADAM is not None:
@@ -38,7 +58,7 @@ def _lazy_adam_class():
     import tensorflow as tf
     from tensorflow_transform.keras_lib import tf_keras
 
-    class LazyAdam(tf_keras.optimizers.Adam):
+    class LazyAdam(_slots_where_they_live(tf_keras.optimizers.Adam)):
         """Adam; a sparse gradient updates only its rows (see the module docstring)."""
 
         def update_step(self, gradient, variable):

@@ -607,23 +607,22 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
         return {**result, "model_dir": None, "val_auc": None, "val_log_loss": None,
                 "train_seconds": summary["train_seconds"], "summary": summary}
 
-    # The export gathers: a plain copy of every table on the coordinator (the plan checks
-    # it fits one machine), a bounded sample scored for the summary, the serving model.
-    plain = train_export.gather(net, cfg, base_rate)
+    # The export: a bounded sample scored for the summary, then the serving model saved
+    # from the sharded network (each ps writes its own shards; nothing is gathered).
     train_seconds = time.time() - started
-    val = train_export.sample_metrics(plain, eval_pattern, feature_spec, fcfg.label, base_rate)
+    val = train_export.sample_metrics(net, eval_pattern, feature_spec, fcfg.label, base_rate)
     summary.update({
         "train_seconds": round(train_seconds, 1),
         "initial_val_log_loss": val.get("initial_val_log_loss"),
         "val_sample": {k: val.get(k) for k in ("eval_rows", "eval_rows_are")},
         "history": {"val_auc": [val.get("val_auc")], "val_log_loss": [val.get("val_log_loss")],
                     "loss": [round(losses[-1][1], 5)] if losses else []},
-        "params": train_export.parameter_count(plain),
+        "params": train_export.parameter_count(net),
     })
     result.update({"val_auc": val.get("val_auc"), "val_log_loss": val.get("val_log_loss"),
                    "train_seconds": summary["train_seconds"]})
     model_dir = train_export.write_serving_model(
-        Path(spec.out_dir), plain, tft_output, fcfg, summary,
+        Path(spec.out_dir), net, tft_output, fcfg, summary,
         check=None if check is None else {"rows": spec.check_raw_rows, "p_click": check})
     return {**result, "model_dir": model_dir}
 

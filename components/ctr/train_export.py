@@ -1,11 +1,14 @@
 """The trainer's export: the serving model, written only by the chief.
 
-Why apart from the loop: it is the one step that still gathers. TensorFlow writes a
-serving SavedModel from variables it can read in one process, so the coordinator copies
-every table from the parameter servers into a plain copy of the network (`gather`); its
-memory is the tables' size, which `retrain plan` checks against a worker machine. The
+Why apart from the loop: it must not gather. The serving model is saved from the
+trained network itself: TensorFlow saves each shard of a ShardedVariable as a slice of
+one full-shape variable, written by the parameter server that holds it, and traces the
+serving function against that full-shape variable; so no process copies a whole table
+and a model whose tables exceed any one machine still exports. (The model that serving
+loads is whole; serving a table larger than a machine is a serving-side concern.) The
 figures shown in the training summary come from a bounded sample of eval rows
-(`sample_metrics`); the evaluation step scores every held-out row.
+(`sample_metrics`, lookups on the parameter servers); the evaluation step scores every
+held-out row.
 
 Writes `<out_dir>/serving_model` (whose `serving_default` takes RAW features and applies
 the transform graph) and `<out_dir>/train_summary.json`, atomically.
@@ -25,29 +28,16 @@ EXPORT_SAMPLE_ROWS = 65_536
 EXPORT_SAMPLE_BATCH = 8192
 
 
-def gather(net, cfg: dict, base_rate: float):
-    """A plain copy of `net` (no strategy) holding every shard's values."""
-    import tensorflow as tf
-
-    from components.ctr.model import build_net, named_variables
-    plain = build_net(cfg, None, base_rate)
-    for (_, src), (_, dst) in zip(named_variables(net), named_variables(plain)):
-        parts = list(getattr(src, "variables", [src]))
-        value = tf.concat([p.read_value() for p in parts], 0) if len(parts) > 1 else parts[0]
-        dst.assign(tf.convert_to_tensor(value))
-    return plain
-
-
-def parameter_count(plain) -> int:
+def parameter_count(net) -> int:
     import numpy as np
 
     from components.ctr.model import named_variables
-    return int(sum(np.prod(v.shape) for _, v in named_variables(plain)))
+    return int(sum(np.prod(v.shape) for _, v in named_variables(net)))
 
 
-def sample_metrics(plain, eval_pattern: str, feature_spec: dict, label: str,
+def sample_metrics(net, eval_pattern: str, feature_spec: dict, label: str,
                    base_rate: float) -> dict:
-    """AUC and log loss of `plain` on at most EXPORT_SAMPLE_ROWS eval rows, labelled as a
+    """AUC and log loss of `net` on at most EXPORT_SAMPLE_ROWS eval rows, labelled as a
     sample; {} when the eval split is empty."""
     import numpy as np
 
@@ -57,7 +47,7 @@ def sample_metrics(plain, eval_pattern: str, feature_spec: dict, label: str,
                               repeat=False, label=label)()
     labels_all, probs_all = [], []
     for feats, labels in eval_ds.take(-(-EXPORT_SAMPLE_ROWS // EXPORT_SAMPLE_BATCH)):
-        probs_all.append(plain(feats).numpy())
+        probs_all.append(net(feats).numpy())
         labels_all.append(labels.numpy())
     val = {}
     if labels_all:
@@ -74,7 +64,7 @@ def sample_metrics(plain, eval_pattern: str, feature_spec: dict, label: str,
     return val
 
 
-def write_serving_model(out: Path, plain, tft_output, fcfg, summary: dict,
+def write_serving_model(out: Path, net, tft_output, fcfg, summary: dict,
                         check: dict | None = None) -> str:
     """The serving SavedModel, its feature config and the summary, into `out` at once."""
     import tensorflow as tf
@@ -84,7 +74,7 @@ def write_serving_model(out: Path, plain, tft_output, fcfg, summary: dict,
     from retrain.common.atomic import atomic_dir, write_json
 
     root = tf.Module()
-    root.model = plain
+    root.model = net
     root.tft_layer = tft_output.transform_features_layer()
 
     @tf.function(input_signature=[serving_signature(fcfg)])
@@ -94,8 +84,10 @@ def write_serving_model(out: Path, plain, tft_output, fcfg, summary: dict,
         return {"p_click": root.model(transformed)}
 
     with atomic_dir(out) as tmp:
+        # The signature is traced inside the save, where a ShardedVariable stands for one
+        # full-shape variable (traced before it, it would capture the shards' devices).
         tf.saved_model.save(root, str(tmp / SERVING_DIR),
-                            signatures={"serving_default": serve_fn.get_concrete_function()})
+                            signatures={"serving_default": serve_fn})
         if not (tmp / SERVING_DIR / "saved_model.pb").exists():
             raise RuntimeError("export wrote no saved_model.pb")
         fc.write_model_config(tmp / SERVING_DIR, fcfg)

@@ -94,6 +94,22 @@ def test_a_table_that_does_not_fit_one_ps_needs_more_ps():
     assert user["shards"] == ps["count"]
 
 
+def test_tables_bigger_than_a_worker_block_only_the_evaluation_that_loads_them_whole():
+    """The export saves the tables where they live (no copy on the coordinator), so a
+    user table larger than any worker machine does not block training; each evaluation
+    worker still loads both models whole, and the plan names that limit."""
+    big = {"table_rows": {"user_id": 2_000_000_000}, "embedding_dims": {"user_id": 16},
+           "machines": {"ps": P.Machine(cores=8, memory_gb=32)}}
+    p = _plan(**big)
+    assert p.parameter_servers["all_weights_gb"] > 100        # more than a 64 GB worker
+    assert not any(b.startswith("train:") for b in p.blockers), p.blockers
+    assert any(b.startswith("evaluate: each evaluation worker loads both models whole")
+               for b in p.blockers), p.blockers
+    roomy = _plan(**{**big, "machines": {**big["machines"],
+                                         "evaluate": P.Machine(cores=16, memory_gb=512)}})
+    assert not any(b.startswith("evaluate:") for b in roomy.blockers), roomy.blockers
+
+
 def test_shards_and_bytes_follow_the_trainers_partitioner():
     small = P.Table("t", 1000, 4, True)           # 16 KB < min_shard_bytes: one shard
     assert P.shards(small, 8, 256 << 10) == 1
