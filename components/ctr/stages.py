@@ -11,22 +11,23 @@ from retrain.common.window import left_out_spans
 
 
 def validate(ctx: RunContext, params: dict, upstream: dict) -> dict:
-    return {"span_dir": ctx.span_dir, "out_dir": f"{ctx.run_dir}/validation",
-            "history_root": ctx.history_root,
-            "quarantine_dir": ctx.quarantine_dir, "run_id": ctx.run_id,
-            "feature_config": ctx.config,
-            "override_reason": params.get("override_validation_reason"),
-            "override_rules": params.get("override_validation_rules")}
+    return ctx.with_beam_args({
+        "span_dir": ctx.span_dir, "out_dir": f"{ctx.run_dir}/validation",
+        "history_root": ctx.history_root,
+        "quarantine_dir": ctx.quarantine_dir, "run_id": ctx.run_id,
+        "feature_config": ctx.config,
+        "override_reason": params.get("override_validation_reason"),
+        "override_rules": params.get("override_validation_rules")})
 
 
 def preprocess(ctx: RunContext, params: dict, upstream: dict) -> Built:
     left_out = left_out_spans(upstream)
-    return Built({"raw_root": ctx.raw_root, "span": ctx.span,
-                  "output_dir": f"{ctx.run_dir}/preprocess",
-                  "window_days": params["window_days"], "eval_percent": params["eval_percent"],
-                  "exclude_spans": left_out,
-                  "analysis_cache_dir": f"{ctx.home}/cache/{ctx.family}/tft_analysis",
-                  "feature_config": ctx.config}, left_out=tuple(left_out))
+    return Built(ctx.with_beam_args({
+        "raw_root": ctx.raw_root, "span": ctx.span, "output_dir": f"{ctx.run_dir}/preprocess",
+        "window_days": params["window_days"], "eval_percent": params["eval_percent"],
+        "exclude_spans": left_out,
+        "analysis_cache_dir": f"{ctx.home}/cache/{ctx.family}/tft_analysis",
+        "feature_config": ctx.config}), left_out=tuple(left_out))
 
 
 def train(ctx: RunContext, params: dict, upstream: dict) -> dict:
@@ -37,14 +38,14 @@ def train(ctx: RunContext, params: dict, upstream: dict) -> dict:
 
 
 def evaluate(ctx: RunContext, params: dict, upstream: dict) -> dict:
-    return {"span_dir": ctx.span_dir, "candidate_model_dir": upstream["train"]["model_dir"],
-            "baseline_model_dir": upstream["published"],
-            "out_dir": f"{ctx.run_dir}/evaluation",
-            "window_span_dirs": [ctx.partition(d) for d in
-                                 (upstream["preprocess"].get("window_screen") or {}).get(
-                                     "used", [ctx.span])],
-            "eval_percent": params["eval_percent"], "min_auc": params["min_auc"],
-            "min_eval_rows": params.get("min_eval_rows"),
-            "min_eval_positives": params.get("min_eval_positives"),
-            "force_reason": params.get("force_bless_reason"),
-            "registry_root": f"{ctx.home}/registry", "model_name": ctx.family}
+    used = (upstream["preprocess"].get("window_screen") or {}).get("used", [ctx.span])
+    return ctx.with_beam_args({
+        "span_dir": ctx.span_dir, "candidate_model_dir": upstream["train"]["model_dir"],
+        "baseline_model_dir": upstream["published"],
+        "out_dir": f"{ctx.run_dir}/evaluation",
+        "window_span_dirs": [ctx.partition(d) for d in used],
+        "eval_percent": params["eval_percent"], "min_auc": params["min_auc"],
+        "min_eval_rows": params.get("min_eval_rows"),
+        "min_eval_positives": params.get("min_eval_positives"),
+        "force_reason": params.get("force_bless_reason"),
+        "registry_root": f"{ctx.home}/registry", "model_name": ctx.family})

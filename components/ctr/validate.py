@@ -87,6 +87,8 @@ class ValidateSpec:
     run_id: str | None = None
     sample_rows: int = 10_000
     data_docs: bool = True
+    # Runner flags of the statistics job (RETRAIN_BEAM_ARGS); []: in this process.
+    beam_args: list[str] = dataclasses.field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- the step
@@ -114,8 +116,7 @@ def run(spec: ValidateSpec, *, stats_from: Path | None = None,
                 shutil.copytree(stats_from, tmp / STATS_DIR)
                 stats = read_json(tmp / STATS_DIR / "stats.json")
             else:
-                stats = compute_stats(span_dir, tmp / STATS_DIR, spec.sample_rows,
-                                      spec.feature_config)
+                stats = compute_stats(span_dir, tmp / STATS_DIR, spec)
         except quarantine.UNREADABLE as e:   # a part refused as data: no retry mends it
             quarantine.refuse_unreadable(spec.quarantine_dir, span_dir, spec.run_id, e)
             raise
@@ -189,15 +190,20 @@ def run(spec: ValidateSpec, *, stats_from: Path | None = None,
     return result
 
 
-def compute_stats(span_dir: Path, out: Path, sample_rows: int = 10_000,
-                  feature_config: str = "") -> dict:
-    """One Beam pass over the span (DirectRunner, in this process)."""
+def compute_stats(span_dir: Path, out: Path, spec: ValidateSpec) -> dict:
+    """One Beam pass over the span, on the spec's runner (default: in this process)."""
     from beam_jobs import span_stats
 
-    span_stats.run([f"--span-dir={span_dir}", f"--output-dir={out}",
-                    f"--sample-rows={sample_rows}", "--runner=DirectRunner",
-                    *([f"--feature-config={feature_config}"] if feature_config else [])])
+    span_stats.run([f"--span-dir={span_dir}", f"--output-dir={out}", *stats_args(spec)])
     return read_json(out / span_stats.STATS_FILE)
+
+
+def stats_args(spec: ValidateSpec) -> list[str]:
+    """The statistics job's flags besides its spans and output: sample size, feature
+    config, runner."""
+    return [f"--sample-rows={spec.sample_rows}",
+            *([f"--feature-config={spec.feature_config}"] if spec.feature_config else []),
+            *(spec.beam_args or ["--runner=DirectRunner"])]
 
 
 _SPEC_TO_CONFIG = {"min_click_rate": "min_label_rate", "max_click_rate": "max_label_rate"}
@@ -305,8 +311,7 @@ def _history(spec: ValidateSpec, span_dir: Path, ref_dir: Path,
                 notes.append(f"previous span {d} had no validated stats: computed them "
                              f"(in this window pass)")
             elif (prev_dir / SUCCESS_MARKER).exists() and _parts(prev_dir):
-                found = compute_stats(prev_dir, Path(paths.partition(ref_dir, d)),
-                                      spec.sample_rows, spec.feature_config)
+                found = compute_stats(prev_dir, Path(paths.partition(ref_dir, d)), spec)
                 notes.append(f"previous span {d} had no validated stats: computed them "
                              f"(reference/dt={d})")
         if found is not None and not found.get("rows"):

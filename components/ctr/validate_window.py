@@ -34,9 +34,10 @@ def run(spec: WindowValidateSpec) -> dict:
             for d in spec.days]
     if not days:
         return finish(spec, [], {})
-    configs = {(d.feature_config, d.sample_rows) for d in days}
+    configs = {tuple(validate.stats_args(d)) for d in days}
     if len(configs) > 1:
-        raise ValueError("the days of one window pass share a feature config and sample size")
+        raise ValueError("the days of one window pass share a feature config, sample size "
+                         "and runner")
     t0 = time.perf_counter()
     with scratch_dir(spec.out_dir, "stats") as scratch:
         stats, references = _shared_stats(days, Path(scratch))
@@ -75,8 +76,7 @@ def _shared_stats(days: list[validate.ValidateSpec], scratch: Path):
     # span_stats puts one span's statistics in --output-dir itself, several in subfolders
     out = scratch if len(every) > 1 else scratch / every[0].name
     argv = [*(f"--span-dir={s}" for s in every), f"--output-dir={out}",
-            f"--sample-rows={first.sample_rows}", "--runner=DirectRunner",
-            *([f"--feature-config={first.feature_config}"] if first.feature_config else [])]
+            *validate.stats_args(first)]
     try:
         from beam_jobs import span_stats
         span_stats.run(argv)

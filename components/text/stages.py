@@ -20,10 +20,11 @@ def validate(ctx: RunContext, params: dict, upstream: dict) -> dict:
 
 def preprocess(ctx: RunContext, params: dict, upstream: dict) -> Built:
     left_out = left_out_spans(upstream)
-    return Built({"raw_root": ctx.raw_root, "span": ctx.span,
-                  "output_dir": f"{ctx.run_dir}/preprocess", "text_config": ctx.config,
-                  "window_days": params["window_days"], "eval_percent": params["eval_percent"],
-                  "exclude_spans": left_out}, left_out=tuple(left_out))
+    return Built(ctx.with_beam_args({
+        "raw_root": ctx.raw_root, "span": ctx.span, "output_dir": f"{ctx.run_dir}/preprocess",
+        "text_config": ctx.config, "window_days": params["window_days"],
+        "eval_percent": params["eval_percent"], "exclude_spans": left_out}),
+        left_out=tuple(left_out))
 
 
 def dev_examples(params: dict, upstream: dict) -> int:

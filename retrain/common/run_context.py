@@ -38,22 +38,32 @@ class RunContext:
     config: str = ""               # the family's config file, resolved ("" = bundled)
     shadow: bool = False           # a shadow backfill: everything but the publish
     span_reason: str = ""          # why this day (a manual run may take the newest delivered)
+    beam_args: tuple[str, ...] = ()  # runner flags of every Beam job of the run ((): direct)
 
     @classmethod
     def create(cls, family: str, span: dt.date | str, home: str | os.PathLike, run_id: str,
                raw_root: str | os.PathLike | None = None, config: str = "",
-               shadow: bool = False, span_reason: str = "") -> RunContext:
+               shadow: bool = False, span_reason: str = "",
+               beam_args: tuple[str, ...] | list[str] = ()) -> RunContext:
         span = span.isoformat() if isinstance(span, dt.date) else str(span)
         raw = str(raw_root) if raw_root else str(paths.default_raw_root(home, family))
         return cls(family=family, span=span, home=str(home), run_id=run_id, raw_root=raw,
-                   config=config, shadow=bool(shadow), span_reason=span_reason)
+                   config=config, shadow=bool(shadow), span_reason=span_reason,
+                   beam_args=tuple(beam_args))
 
     @classmethod
     def from_xcom(cls, data: RunContext | dict[str, Any]) -> RunContext:
         if isinstance(data, RunContext):
             return data
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        fields = {k: v for k, v in data.items() if k in names}
+        fields["beam_args"] = tuple(fields.get("beam_args") or ())   # JSON gives a list
+        return cls(**fields)
+
+    def with_beam_args(self, spec: dict) -> dict:
+        """A Beam step's spec with the run's runner flags (unchanged when there are none,
+        so the step keeps its own default)."""
+        return {**spec, "beam_args": list(self.beam_args)} if self.beam_args else spec
 
     def to_xcom(self) -> dict[str, Any]:
         """The fields and the derived folders (the UI's XCom view shows where things are)."""

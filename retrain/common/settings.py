@@ -50,6 +50,11 @@ class Settings(BaseSettings):
     allowed_data_roots: str = ""
     # Extra folders a family config may lie in (beside the data roots and bundled configs).
     config_roots: str = ""
+    # Runner flags for every Beam job the DAGs start (validation statistics, preprocessing,
+    # evaluation, recommendations), shell-quoted, e.g. "--runner=PortableRunner
+    # --job_endpoint=host:8099 --environment_type=EXTERNAL ..." (docs/production.md);
+    # "": the in-process DirectRunner. Pinned per run (RunContext).
+    beam_args: str = ""
     # The interpreter of the ML environment that runs steps; "": the task's own.
     step_python: str = ""
     # How a task runs its step: a child process here, or a pod of the ML image.
@@ -66,6 +71,12 @@ class Settings(BaseSettings):
     k8s_api: str = ""
     step_node_selector: dict[str, str] = Field(default_factory=dict)   # JSON
     step_resources: dict[str, dict[str, str | int | float]] = Field(default_factory=dict)  # JSON
+
+    @field_validator("beam_args")
+    @classmethod
+    def _flags(cls, value: str) -> str:
+        beam_flags(value)
+        return value
 
     @field_validator("*", mode="before")
     @classmethod
@@ -95,6 +106,20 @@ def env_name(field: str) -> str:
     if field not in Settings.model_fields:
         raise KeyError(field)
     return PREFIX + field.upper()
+
+
+def beam_flags(value: str) -> tuple[str, ...]:
+    """The flags of a RETRAIN_BEAM_ARGS value; each must be a `--flag[=value]`."""
+    import shlex
+    try:
+        flags = tuple(shlex.split(value))
+    except ValueError as e:
+        raise ValueError(f"not shell-quoted flags ({e})") from None
+    bad = [f for f in flags if not f.startswith("--") or len(f) < 3]
+    if bad:
+        raise ValueError(f"every entry must be a --flag[=value]; {len(bad)} is not "
+                         f"(the first: {bad[0][:40]!r})")
+    return flags
 
 
 def path_list(value: str) -> list[str]:

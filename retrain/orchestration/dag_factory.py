@@ -23,7 +23,7 @@ from airflow.sdk import Asset, Param, dag, task
 from airflow.sdk.exceptions import AirflowFailException
 
 from retrain.common.run_context import Built, RunContext
-from retrain.common.settings import family_default
+from retrain.common.settings import beam_flags, family_default, settings
 from retrain.orchestration.approval import ModelApproval, approval_params
 from retrain.orchestration.families import Family, resolve
 from retrain.orchestration.dag_defaults import (daily as _daily, home as _home, publish_or_skip,
@@ -41,7 +41,6 @@ def span_poke_seconds() -> float:
     worker slot is held in between). Read from the environment when the DAG is built,
     not when this module is first imported, so each parse sees the current setting
     (tests poke every second; an import-time constant kept the first value: 300 s)."""
-    from retrain.common.settings import settings
     return settings().span_poke_seconds
 
 
@@ -147,7 +146,8 @@ def make_dag(family: Family):
                 family.name, span, home, run_id, raw_root=params.get("raw_root"),
                 config=config and str(Path(config).resolve()),
                 shadow=is_shadow(params.get("shadow"), getattr(dag_run, "run_type", None)),
-                span_reason=why).to_xcom()
+                span_reason=why,
+                beam_args=beam_flags(settings().beam_args)).to_xcom()
             write_json(Path(ctx["run_dir"]) / CONTEXT_FILE, ctx)
             return ctx
 

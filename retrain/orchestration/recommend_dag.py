@@ -18,6 +18,7 @@ from pathlib import Path
 
 from airflow.sdk import Asset, Param, dag, task
 
+from retrain.common.settings import beam_flags, settings
 from retrain.orchestration.dag_defaults import DAILY, home as _home
 from retrain.orchestration.families import Family
 
@@ -121,6 +122,9 @@ def make_recommend_dag(family: Family):
                                               "num_shards", "user_column", "item_column",
                                               "item_columns", "category_column", "context",
                                               "exclude_seen", "beam_workers")}}
+            flags = beam_flags(settings().beam_args)
+            if flags:
+                spec["beam_args"] = list(flags)
             model_ref = {"name": f"{family.name}-v{model['version']}", "type": "published_model",
                          "uri": model["model_dir"], "fingerprint": model["fingerprint"],
                          "version": model["version"]}
