@@ -9,21 +9,36 @@ mismatch is bad data: the day is quarantined and the run stops, naming the day a
 file. Names, sizes and modification times are never trusted: they can be kept while the
 bytes change.
 
-Stdlib only: the DAG factory's tasks call this; hashing runs at disk speed (about 1 GB/s),
-a small share of validating the same bytes (bench/validate_span.py measures it).
+Each file's bytes are hashed once, not at every check: a run checks its window four
+times or so, and at the seed's scale (a day of ~900 GB) hashing all of it in the task's
+one process each time took hours. A file's digest is kept with its identity (device,
+inode, size, mtime and ctime, in ns) under `<home>/cache/custody`; a later check whose
+identity matches reuses it. The ctime is the kernel's: every write to a file's bytes or
+metadata sets it to now, and no user call can set it back, so keeping size and mtime
+(the attack above) still changes it. A file hashed within RACY_NS of its last change is
+not kept (a filesystem with coarse timestamps could show a change in the same tick as
+unchanged: git's "racily clean" rule). Files to hash are hashed in threads (hashlib
+releases the GIL), so a check runs at the machine's disk speed, not one core's.
+
+Stdlib only: the DAG factory's tasks call this; hashing runs at disk speed (about 1 GB/s
+on one core here), a small share of validating the same bytes (bench/content_digest.py).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 
 from retrain.common.errors import BadData
 from retrain.common import quarantine
 from retrain.common import paths
+from retrain.common.atomic import write_json
 
 SUCCESS_MARKER = "_SUCCESS"
+CACHE_DIR = "cache/custody"       # under the artifact root
+RACY_NS = 2_000_000_000           # a file changed this recently is hashed, never cached
 VALIDATION_RECORD = "lineage/validate.json"
 _CHUNK = 1 << 20
 
@@ -50,10 +65,53 @@ def file_digest(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def content(day_dir: str | os.PathLike) -> dict:
-    """{"digest": hex, "files": {relative path: hex}} of a partition's data bytes."""
+def _identity(path: Path) -> list[int]:
+    st = os.stat(path)
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _cache_file(root: Path, cache_dir: str | os.PathLike | None) -> Path:
+    base = Path(cache_dir) if cache_dir else paths.artifact_root() / CACHE_DIR
+    return base / (hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:32] + ".json")
+
+
+def _read_cache(path: Path) -> dict:
+    try:
+        known = json.loads(path.read_text())
+        return known if isinstance(known, dict) else {}
+    except (OSError, ValueError):
+        return {}          # no cache, or a damaged one: hash again
+
+
+def content(day_dir: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> dict:
+    """{"digest": hex, "files": {relative path: hex}} of a partition's data bytes; a file
+    whose identity is unchanged since it was hashed is not read again (see the module
+    docstring; `cache_dir` default: `<artifact root>/cache/custody`)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     root = Path(day_dir)
-    files = {str(p.relative_to(root)): file_digest(p) for p in data_files(root)}
+    cache = _cache_file(root, cache_dir)
+    known = _read_cache(cache)
+    names = [str(p.relative_to(root)) for p in data_files(root)]
+    ids = {name: _identity(root / name) for name in names}
+    files = {name: known[name][1] for name in names
+             if isinstance(known.get(name), list) and len(known[name]) == 2
+             and known[name][0] == ids[name]}
+    todo = [name for name in names if name not in files]
+    if todo:
+        with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1, len(todo))) as pool:
+            files.update(zip(todo, pool.map(lambda n: file_digest(root / n), todo)))
+        now = time.time_ns()
+        # Kept only if the file did not change while it was hashed, nor just before.
+        keep = {n: [ids[n], files[n]] for n in names
+                if n not in todo or (_identity(root / n) == ids[n]
+                                     and now - ids[n][4] >= RACY_NS)}
+        if any(n in keep for n in todo):
+            try:
+                write_json(cache, keep)
+            except OSError:
+                pass       # a read-only home: every check hashes, nothing is lost
+    files = {name: files[name] for name in names}
     blob = json.dumps(sorted(files.items()), separators=(",", ":")).encode()
     return {"digest": hashlib.sha256(blob).hexdigest()[:32], "files": files}
 

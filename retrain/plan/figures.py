@@ -80,6 +80,7 @@ class Figures:
     ps_runtime_mb: Figure
     ps_peak_factor: Figure
     score_rate: Figure          # examples/s of one process
+    custody_rate: Figure        # rows/s of the content digest (one process, every byte read)
     evaluate_rate: Figure       # held-out rows/s per core of the evaluation job (2 models)
     evaluate_startup: Figure
     beam_core_use: Figure       # cores the local Beam job kept busy (evidence only)
@@ -217,6 +218,12 @@ def load_figures(window_days: int, optimizer: str, window_rows: float,
     best = lambda rs: max(_num(r, n, "examples_per_s") for r in rs)  # noqa: E731
     f["ps_two_by_two"] = Figure(best(c) / best(b), "x", f"bench/results/{n} best "
                                 f"examples_per_s of rows[ps=2, workers=2] / rows[ps=1, workers=1]")
+    cd = _read(bench, n := "content_digest.json")
+    per_row = _num(cd, n, "bytes") / _num(cd, n, "rows")
+    f["custody_rate"] = Figure(
+        _num(cd, n, "digest_cold_mb_per_second") * 1e6 / per_row, "rows/s, one process",
+        f"bench/results/{n} digest_cold_mb_per_second / (bytes / rows = {per_row:.1f} B "
+        f"per row of the generated logs)")
     pc = _read(bench, n := "preprocess_ctr.json")
     f["beam_core_use"] = Figure(_num(pc, n, "b_job", "cpu_seconds_process")
                                 / _num(pc, n, "b_job", "seconds"), "cores busy",

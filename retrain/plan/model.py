@@ -127,7 +127,11 @@ def _steps(spec: PlanSpec, fig: Figures, fcfg, default_cfg) -> tuple[dict[str, S
         "validate": Step("validate", fig.validate_startup.value, "validate_startup", (
             Part("rows of the new day", spec.rows_per_day,
                  fig.validate_rate.value * beam.cores / factor, "validate_rate", beam_note,
-                 True),)),
+                 True),
+            # Chain of custody: the new day's bytes hashed once, in the validate task's
+            # own process; later checks of unchanged days only stat their files.
+            Part("rows of the new day, content digest (the task's one process)",
+                 spec.rows_per_day, fig.custody_rate.value, "custody_rate", "", False))),
         "preprocess": Step("preprocess", fig.preprocess_startup.value, "preprocess_startup", (
             Part("rows of the window", window_rows,
                  fig.preprocess_rate.value * beam.cores / factor, "preprocess_rate", beam_note,
@@ -279,6 +283,11 @@ def assumptions(fig: Figures, spec: PlanSpec, optimizer: str) -> list[dict]:
          f"measured on one {fig.cores.value:g}-core machine ({fig.evaluate_rate.source}); "
          f"2 worker processes on the same cores ran {fig.evaluate_two_workers.value:.2f}x of "
          f"one ({fig.evaluate_two_workers.source}); no run on two machines exists here"),
+        ("The chain of custody hashes each day's bytes once, when it is validated, in the "
+         "validate task's one process, at one process's disk speed; later checks of the "
+         "window stat its files (retrain/orchestration/custody.py)",
+         f"{fig.custody_rate.source}; the bytes per row are the generated logs' (a wider "
+         f"log costs more per row); a faster disk or more threads are not counted"),
         ("Training runs its whole budget (passes x training rows); early stopping only "
          "shortens it", "components/ctr/ps_train.py train_budget"),
     ]

@@ -111,3 +111,54 @@ def test_a_pass_recorded_without_a_digest_is_validated_again(tmp_path):
                         history_root=str(tmp_path / "runs"), quarantine_dir=str(tmp_path / "q"),
                         validate_days=lambda ds: asked.append(ds) or dict.fromkeys(ds, False))
     assert asked == [["2026-11-01"]] and out["used"] == ["2026-11-02"]
+
+
+def _counting_digests(monkeypatch) -> list:
+    """Spy on the hashing (the real function still runs): which files were read."""
+    read, real = [], custody.file_digest
+
+    def spy(path):
+        read.append(path.name)
+        return real(path)
+    monkeypatch.setattr(custody, "file_digest", spy)
+    return read
+
+
+def test_unchanged_files_are_hashed_once_and_a_rewrite_is_still_seen(tmp_path, monkeypatch):
+    """A check of an unchanged day reads no bytes (at the seed's scale every check of the
+    window re-read ~TBs in one process); a rewrite keeping size and mtime still changes
+    the kernel's ctime, so it is hashed again and refused."""
+    monkeypatch.setattr(custody, "RACY_NS", 0)
+    read = _counting_digests(monkeypatch)
+    d, cache = _day(tmp_path, "2026-11-01"), tmp_path / "cache"
+    first = custody.content(d, cache)
+    assert sorted(read) == ["part-00000.jsonl", "part-00001.jsonl"]
+    read.clear()
+    assert custody.content(d, cache) == first and read == []
+    _rewrite_same_size_and_mtime(d / "part-00001.jsonl")
+    again = custody.content(d, cache)
+    assert read == ["part-00001.jsonl"] and again["digest"] != first["digest"]
+    assert custody.differences(first, again) == ["part-00001.jsonl changed"]
+    # A file replaced by another one (a new inode) is read again too.
+    (d / "new").write_bytes((d / "part-00000.jsonl").read_bytes())
+    os.replace(d / "new", d / "part-00000.jsonl")
+    read.clear()
+    assert custody.content(d, cache)["digest"] == again["digest"] and read == ["part-00000.jsonl"]
+
+
+def test_recently_changed_files_and_a_damaged_cache_are_hashed_every_time(tmp_path,
+                                                                           monkeypatch):
+    read = _counting_digests(monkeypatch)
+    d, cache = _day(tmp_path, "2026-11-01"), tmp_path / "cache"
+    custody.content(d, cache)
+    custody.content(d, cache)            # written just now: racily clean, never trusted
+    assert len(read) == 4 and not list(cache.glob("*.json"))
+    monkeypatch.setattr(custody, "RACY_NS", 0)
+    first = custody.content(d, cache)
+    (entry,) = cache.glob("*.json")
+    entry.write_text('{"part-00000.jsonl": [[0, 0, 0, 0, 0], "forged"]}')
+    read.clear()
+    assert custody.content(d, cache) == first and len(read) == 2
+    entry.write_text("{truncated")
+    read.clear()
+    assert custody.content(d, cache) == first and len(read) == 2

@@ -151,8 +151,13 @@ def test_the_seeds_experiment_fits_with_only_what_is_built():
     for stage in p.stages:
         assert stage.machines and not stage.machines_if_distributed, stage
     serial = [part for st in p.steps.values() for part in st["parts"] if not part["parallel"]]
+    # What still runs in one process is bounded by one day or a fixed sample, never the
+    # window: the new day's content digest (later checks only stat files) and the
+    # export's sample.
     assert [part["what"] for part in serial] == [
+        "rows of the new day, content digest (the task's one process)",
         "export's bounded sample of eval rows (coordinator)"]
+    assert serial[0]["work"] == p.data["rows_per_day"] < p.data["window_rows"]
 
 
 def test_one_process_work_that_cannot_fit_is_named_with_the_distributed_count():
