@@ -24,6 +24,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from retrain.common.run_context import Built, RunContext
 from retrain.common.settings import beam_flags, family_default, settings
+from retrain.common.window import DEFAULT_MAX_LEFT_OUT_PERCENT
 from retrain.orchestration.approval import ModelApproval, approval_params
 from retrain.orchestration.families import Family, resolve
 from retrain.orchestration.dag_defaults import (daily as _daily, home as _home, publish_or_skip,
@@ -67,6 +68,15 @@ def family_params(family: Family) -> dict[str, Param]:
                         "failed, was overridden for another run only, or is quarantined "
                         "(recorded with override_validation_reason). Empty: such days are "
                         "left out of the window, and the run's summary says why."),
+        "max_left_out_percent": Param(
+            DEFAULT_MAX_LEFT_OUT_PERCENT, type="number", minimum=0, maximum=100,
+            description="Window policy: the most of the window's days (a percent, rounded "
+                        "down) that may be left out (failed validation, quarantined, not "
+                        "delivered) before the run fails, not retried, naming them; days "
+                        "before the log's first delivered day do not count, the span never "
+                        "goes. Left-out days are listed in the run's summary and the "
+                        "Retrain tab and alerted. 10: a 30-day window may lose 3 days, a "
+                        "3-day window none."),
         "span_timeout_minutes": Param(
             720, type="number", minimum=0,
             description="How long to wait for the span's _SUCCESS marker before failing."),
@@ -385,19 +395,42 @@ def make_dag(family: Family):
                             item["reason"], params.get("override_validation_reason"))
             return screened
 
+        def judge_window(ctx: RunContext, params: dict, screened: dict) -> dict:
+            """The window policy on the screened window (retrain.common.window.policy):
+            recorded in the run's folder (the Retrain tab shows it, also for a run it
+            stopped), alerted whenever days are left out, and past the policy a
+            WindowTooShort that fails the task without retry, naming the days."""
+            from retrain.common import window
+            from retrain.common.atomic import write_json
+            from retrain.orchestration import alerts
+
+            verdict = window.policy(
+                screened, ctx.span, raw_root=ctx.raw_root,
+                max_left_out_percent=float(params.get("max_left_out_percent",
+                                                      DEFAULT_MAX_LEFT_OUT_PERCENT)))
+            write_json(Path(ctx.run_dir) / window.POLICY_FILE,
+                       {"span": ctx.span, "screen": screened, "policy": verdict})
+            # Older days this run's validation quarantined: each its own alert.
+            alerts.spans_quarantined(ctx, family.dag_id,
+                                     [i["span"] for i in screened["left_out"]])
+            if verdict["left_out"]:
+                alerts.window_days_left_out(ctx, family.dag_id, verdict)
+            try:
+                window.enforce(verdict, ctx.span)
+            except window.WindowTooShort as e:
+                raise AirflowFailException(str(e)) from None
+            return verdict
+
         @task(task_id=family.task_id("preprocess"), pool=stages["preprocess"].pool,
               outlets=[examples_asset])
         def preprocess(ctx: dict, validation: dict, params=None, outlet_events=None) -> dict:
             """Beam over the window's days that passed validation (bad data never trains a
-            model); reused when inputs, code and params match."""
+            model), if no more were left out than the window policy allows; reused when
+            inputs, code and params match."""
             ctx = RunContext.from_xcom(ctx)
-            from retrain.orchestration import alerts
             from retrain.orchestration.lineage import config_refs
 
             screened = screen_window(ctx, params)
-            # Older days this run's validation quarantined and left out: the run goes on.
-            alerts.spans_quarantined(ctx, family.dag_id,
-                                     [i["span"] for i in screened["left_out"]])
             built = Built.of(resolve(stages["preprocess"].build)(
                 ctx, params, {"validate": validation, "window": screened}))
             problem = left_out_problem(family.name, built, screened)
@@ -406,6 +439,9 @@ def make_dag(family: Family):
             spec = built.spec
             overridden = tuple(i["span"] for i in screened["included_by_override"])
             inputs = verify_window(ctx, screened["used"], "preprocess", overridden)
+            # after the days used are checked: a day rewritten since its validation is
+            # quarantined and named whatever the policy says of the others
+            judged = judge_window(ctx, params, screened)
             result = run_stage("preprocess", ctx, params, {}, [
                 *inputs, *config_refs(ctx.config, family.config_param)], spec=spec,
                 extra_figures={"window_used": screened["used"],
@@ -418,7 +454,7 @@ def make_dag(family: Family):
                 "span": ctx.span, "window": screened["used"],
                 "uri": result["artifact"]["uri"], "fingerprint": result["artifact"]["fingerprint"],
                 "reused_from": result.get("reused_from"), "run_id": ctx.run_id}
-            return {**result, "window_screen": screened}
+            return {**result, "window_screen": screened, "window_policy": judged}
 
         def check_examples_custody(ctx: RunContext, preprocessed: dict) -> None:
             """The examples were made from the validated bytes of every window day: the

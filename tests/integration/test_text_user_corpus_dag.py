@@ -175,12 +175,21 @@ def test_chinese_span_with_english_checkpoint_is_quarantined(airflow_home, ticke
 
 def test_a_quarantined_day_never_trains_a_model(airflow_home, tickets):
     """The next day's window holds the quarantined Chinese span: it is left out, and the
-    lineage and summary say so; the override param names it to use it anyway."""
+    lineage and summary say so; the override param names it to use it anyway. Half of a
+    2-day window is more than the window policy's default lets go (10 %: none), so the
+    run stops, naming the day, unless it allows that share."""
     home, raw, config = tickets
     _write_span(raw, "2026-12-06", tickets_corpus.tickets(6, 120))
     later = ("finetune", "evaluate", "push")      # the window is what is tested here
+    stopped = _dag().test(logical_date=dt.datetime(2026, 12, 7, tzinfo=UTC),
+                          run_conf=_conf(raw, config), mark_success_pattern="|".join(later))
+    assert task_states(stopped)["preprocess"] == "failed"
+    policy = json.loads((paths.run_dir(home, "text", dt.date(2026, 12, 6), stopped.run_id)
+                         / "window_policy.json").read_text())["policy"]
+    assert not policy["ok"] and [i["span"] for i in policy["left_out"]] == ["2026-12-05"]
     run = _dag().test(logical_date=dt.datetime(2026, 12, 7, tzinfo=UTC),
-                      run_conf=_conf(raw, config), mark_success_pattern="|".join(later))
+                      run_conf=_conf(raw, config, max_left_out_percent=50),
+                      mark_success_pattern="|".join(later))
     states = task_states(run)
     assert states["validate"] == states["preprocess"] == "success", states
     run_dir = paths.run_dir(home, "text", dt.date(2026, 12, 6), run.run_id)

@@ -29,8 +29,8 @@ from airflow.sdk import BaseNotifier
 
 CONN_ID = "retrain_alerts"
 # What went wrong, one word each (docs/alerts.md says what each carries).
-KINDS = ("run_failed", "quarantined", "rejected", "unapproved", "stale_model",
-         "deadline_missed")
+KINDS = ("run_failed", "quarantined", "days_left_out", "rejected", "unapproved",
+         "stale_model", "deadline_missed")
 SMTP_TYPES = ("smtp", "email")
 
 log = logging.getLogger("retrain.alerts")

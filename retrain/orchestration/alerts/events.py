@@ -5,6 +5,9 @@
   failed rules; any other is `run_failed` naming the task, the try and the error type.
 - `spans_quarantined`: older window days this run's validation quarantined and left out
   (the run goes on, so no failure says it).
+- `window_days_left_out`: the run's window lost days (failed validation, quarantined, not
+  delivered): it trains without them within the window policy, or stops past it; either
+  way a person is told which days and why (`days_left_out`).
 - `candidate_rejected`: the gate did not bless the candidate (`rejected`); the same call
   with `decided_by` naming a person is the hook of a human approval step (`unapproved`).
 - `stale_model`: the serving model is older than RETRAIN_MODEL_MAX_AGE_HOURS (checked when
@@ -113,6 +116,35 @@ def spans_quarantined(ctx: RunContext, dag_id: str, days: Iterable[str], dag=Non
                 path, marker, dag_id, ctx.run_id,
                 {"left_out_of_window": True, "run_span": ctx.span}), dag)
     return sent
+
+
+def window_days_left_out(ctx: RunContext, dag_id: str, verdict: dict, dag=None) -> bool:
+    """The run's window lost days (`verdict`: retrain.common.window.policy's): one alert
+    per run naming the days, why each went (a quarantined day by its rule ids), the policy
+    and whether the run goes on without them or is stopped."""
+    days = []
+    for item in verdict["left_out"]:
+        path = Path(ctx.quarantine_dir) / f"{paths.partition_name(item['span'])}.json"
+        try:
+            marker = read_json(path)
+        except (OSError, ValueError):
+            marker = None
+        why = (f"quarantined ({', '.join(_rules(marker)) or 'no rule named'})"
+               if isinstance(marker, dict) else str(item["reason"]))
+        days.append({"span": item["span"], "why": why})
+    n, window = len(days), verdict["counted"]
+    outcome = ("the run goes on without them" if verdict["ok"] else
+               "the run is stopped: nothing is trained on this window")
+    return _send_once(Alert(
+        "days_left_out", dag_id, ctx.run_id, ctx.span,
+        reason=f"{n} of the {window} day(s) of the window ending {ctx.span} left out "
+               f"({', '.join(d['span'] for d in days)}); the window policy allows "
+               f"{verdict['allowed']} (max_left_out_percent={verdict['max_left_out_percent']:g})"
+               f": {outcome}",
+        details={"left_out": days, "allowed": verdict["allowed"],
+                 "max_left_out_percent": verdict["max_left_out_percent"],
+                 "window_days": verdict["window_days"], "counted": window,
+                 "before_log": verdict["before_log"], "stopped": not verdict["ok"]}), dag)
 
 
 # ------------------------------------------------------------------ failed task

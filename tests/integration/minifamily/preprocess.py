@@ -16,12 +16,14 @@ class Spec:
     span: str
     output_dir: str
     window_days: int = 1
+    exclude_spans: list = dataclasses.field(default_factory=list)
 
 
 def run(spec: Spec) -> dict:
     end = dt.date.fromisoformat(spec.span)
-    rows = [r for back in range(spec.window_days)
-            for r in rows_of(Path(spec.raw_root) / f"dt={end - dt.timedelta(days=back)}")]
+    days = [(end - dt.timedelta(days=back)).isoformat() for back in range(spec.window_days)]
+    rows = [r for day in days if day not in spec.exclude_spans
+            for r in rows_of(Path(spec.raw_root) / f"dt={day}")]
     split = {"train": [], "eval": []}
     for r in rows:
         h = int(hashlib.sha256(str(r["id"]).encode()).hexdigest(), 16) % 5
@@ -29,7 +31,9 @@ def run(spec: Spec) -> dict:
     with atomic_dir(Path(spec.output_dir)) as tmp:
         for name, part in split.items():
             write_json(tmp / f"{name}.json", part)
-    return {"output_dir": spec.output_dir, "rows_train": len(split["train"]),
+    return {"output_dir": spec.output_dir, "window": [d for d in days
+                                                      if d not in spec.exclude_spans],
+            "rows_train": len(split["train"]),
             "rows_eval": len(split["eval"])}
 
 
