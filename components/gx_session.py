@@ -8,6 +8,7 @@ checkpoint, no Data Docs: those are built only for the spans a person will read)
 from __future__ import annotations
 
 import logging
+import re
 
 
 def import_gx() -> None:
@@ -45,3 +46,44 @@ class GxSession:
                                     .add_batch_definition_whole_dataframe("all"))
         batch = self._batches[asset].get_batch(batch_parameters={"dataframe": frame})
         return batch.validate(suite, result_format=result_format)
+
+
+def escaped(value):
+    """`value` with every string in it HTML-escaped (dict keys too), the rest as it is."""
+    import html
+
+    if isinstance(value, str):
+        return html.escape(value)
+    if isinstance(value, dict):
+        return {escaped(k): escaped(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(escaped(v) for v in value)
+    return value
+
+
+def docs_run_name(run_id: str) -> str:
+    """The run's name as Data Docs show it: Airflow's default run-id characters kept, any
+    other one `_`. GX writes the run name raw into its pages (breadcrumb, tables, the
+    index's rows) and into their paths (a `/` loses the pages)."""
+    return re.sub(r"[^A-Za-z0-9_.~:+-]", "_", run_id)
+
+
+def build_data_docs(context, site_name: str, results: dict) -> None:
+    """Data Docs of `results` ({ValidationResultIdentifier: suite result}) with the data
+    in them escaped. GX's renderer writes an expectation's observed and unexpected values
+    (a categorical value, a row of the sample) into its pages as raw HTML, so a value
+    `<script>...</script>` of the training data would run in whoever opens them (the
+    Retrain tab serves them in the Airflow UI's origin). The docs are built from copies
+    whose `result` and `exception_info` strings are escaped; the results the step judges
+    and records keep the values as they are."""
+    import copy
+
+    store = context.validation_results_store
+    for ident, result in results.items():
+        shown = copy.deepcopy(result)
+        for r in shown.results:
+            r.result = escaped(r.result) if r.result else r.result
+            r.exception_info = (escaped(r.exception_info) if r.exception_info
+                                else r.exception_info)
+        store.set(ident, shown)
+    context.build_data_docs(site_names=[site_name])
