@@ -11,6 +11,18 @@ also gets SIGKILL from the kernel if the launcher dies (PR_SET_PDEATHSIG), so no
 orphaned. Its own files (the chief's spec and result) sit beside the model's folder, in the
 run's folder (`.<out_dir name>.cluster-<pid>-<host>-XXXX`), removed on every exit.
 
+Nobody else reaches the cluster: TensorFlow's gRPC server binds `0.0.0.0:<port>` whatever
+address TF_CONFIG names (tensorflow/core/distributed_runtime/rpc/grpc_server_lib.cc; the
+literal is in libtensorflow_cc.so), so anyone who reached the host could read or write the
+variables mid-training. With `isolation="auto"` (the default) an unplaced cluster runs in a
+private network namespace of its own with loopback alone (retrain.common.netns
+.PrivateNetwork): ps, workers and chief reach each other on 127.0.0.1 there, no other
+namespace or host reaches them. Where no namespace can be made (not root, a container
+without CAP_SYS_ADMIN) "auto" says so: a WARNING in the log and `isolation` in the result
+name the reason and that the ports are open; `isolation="netns"` fails the run instead,
+`"none"` opts out (logged too). Placed clusters (`hosts`) are isolated by their hosts'
+namespaces; their chief and any unplaced role serve here, on every address of this one.
+
 `ps_memory_limit_mb` enforces a per-parameter-server memory limit the way a container
 runtime's OOM killer does: the launcher samples each ps's private (anonymous) resident
 memory every 0.2 s and SIGKILLs a ps above the limit. Private, because the other ~0.4 GB
@@ -54,7 +66,7 @@ import threading
 import time
 from pathlib import Path
 
-from retrain.common.netns import exec_prefix, in_netns
+from retrain.common.netns import NetworkError, PrivateNetwork, exec_prefix, in_netns
 from retrain.common.paths import output_dir_of
 from retrain.common.processes import die_with_parent, scratch_dir
 from retrain.common.step import main
@@ -62,6 +74,7 @@ from retrain.common.step import main
 log = logging.getLogger("retrain.cluster")
 
 TRAINER_MODULE = "components.ctr.ps_train"
+ISOLATIONS = ("auto", "netns", "none")
 
 
 class ClusterFailed(RuntimeError):
@@ -97,6 +110,9 @@ class ClusterSpec:
     routes: dict[str, str] = dataclasses.field(default_factory=dict)
     ps_unreachable_timeout_s: float = 0.0  # 0: off; see the module docstring
     stall_timeout_s: float = 0.0  # 0: off; no new checkpointed step for this long fails the run
+    # Who can reach the cluster's ports (module docstring): "auto" a private network
+    # namespace where one can be made, else said loudly; "netns" that or fail; "none" off.
+    isolation: str = "auto"
 
 
 def placement(spec: ClusterSpec) -> dict[str, Host]:
@@ -140,8 +156,9 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
 
 
 def cluster_def(num_ps: int, num_workers: int, host: str = "127.0.0.1",
-                placed: dict[str, Host] | None = None) -> dict:
-    """Every task's address; a placed task's port is free in its own namespace."""
+                placed: dict[str, Host] | None = None, private=None) -> dict:
+    """Every task's address; a placed task's port is free in its own namespace, an unplaced
+    one's in `private` (a PrivateNetwork) when given."""
     tasks = ["chief/0"] + [f"ps/{i}" for i in range(num_ps)] + \
         [f"worker/{i}" for i in range(num_workers)]
     groups: dict[tuple[str | None, str], list[str]] = {}
@@ -151,7 +168,8 @@ def cluster_def(num_ps: int, num_workers: int, host: str = "127.0.0.1",
                           []).append(task)
     address = {}
     for (netns, addr), names in groups.items():
-        ports = in_netns(netns, functools.partial(free_ports, len(names), addr))
+        find = functools.partial(free_ports, len(names), addr)
+        ports = private.call(find) if private and netns is None else in_netns(netns, find)
         address.update({name: f"{addr}:{port}" for name, port in zip(names, ports)})
     return {role: [address[f"{role}/{i}"] for i in range(n)]
             for role, n in (("chief", 1), ("ps", num_ps), ("worker", num_workers))}
@@ -200,8 +218,9 @@ class _PsProbe:
     unreachable for `timeout_s` since it last answered (a cut link: the process lives, its
     RPCs just stall). One that never answered yet is starting: it gets `startup_s`."""
 
-    def __init__(self, cluster: dict, timeout_s: float, startup_s: float):
+    def __init__(self, cluster: dict, timeout_s: float, startup_s: float, dial=None):
         self.addresses = {f"ps/{i}": a for i, a in enumerate(cluster["ps"])}
+        self.dial = dial or _reachable
         self.timeout_s, self.startup_s = timeout_s, max(startup_s, timeout_s)
         self.last_seen: dict[str, float] = {}
         self.started = time.time()
@@ -213,7 +232,7 @@ class _PsProbe:
             return None
         self.next_probe = now + 1.0
         for name, address in self.addresses.items():
-            if _reachable(address):
+            if self.dial(address):
                 self.last_seen[name] = time.time()
             elif name in self.last_seen and now - self.last_seen[name] >= self.timeout_s:
                 return (f"parameter server {name} unreachable at {address} for "
@@ -254,8 +273,9 @@ class _StallWatch:
 
 
 class _Proc:
-    def __init__(self, name: str, cmd: list[str], env: dict, sink):
+    def __init__(self, name: str, cmd: list[str], env: dict, sink, enter=None):
         self.name, self.cmd, self.env, self.sink = name, cmd, env, sink
+        self.enter = enter              # preexec step that moves it into its namespace
         self.restarts = 0
         self.peak_kb = 0
         self.peak_private_kb = 0
@@ -265,10 +285,15 @@ class _Proc:
     def start(self) -> None:
         self.popen = subprocess.Popen(self.cmd, env=self.env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True, errors="replace",
-                                      start_new_session=True, preexec_fn=_die_with_parent)
+                                      start_new_session=True, preexec_fn=self._preexec)
         self.thread = threading.Thread(target=self._pump, args=(self.popen,), daemon=True)
         self.thread.start()
         log.info("started %s pid %d", self.name, self.popen.pid)
+
+    def _preexec(self) -> None:         # in the child, between fork and exec
+        _die_with_parent()
+        if self.enter is not None:
+            self.enter()
 
     def _pump(self, popen) -> None:
         for line in popen.stdout:
@@ -316,9 +341,62 @@ def run(spec: ClusterSpec, sink=None) -> dict:
         return _run_cluster(spec, train, sink, tmp)
 
 
+def _private_network(spec: ClusterSpec, placed: dict, sink) -> tuple[PrivateNetwork | None, str]:
+    """The cluster's own network namespace, or None; and the isolation it gives, in words
+    (what the result and the status file record)."""
+    if spec.isolation not in ISOLATIONS:
+        raise ValueError(f"ClusterSpec.isolation must be one of {ISOLATIONS}, "
+                         f"got {spec.isolation!r}")
+    open_here = ("the chief's gRPC server listens on every address of this host"
+                 if placed and len(placed) == spec.num_ps + spec.num_workers else
+                 "the chief's and every unplaced role's gRPC servers listen on every address "
+                 "of this host")
+    if spec.isolation == "none":
+        why = "isolation='none'"
+    elif placed or spec.routes:
+        if spec.isolation == "netns":
+            raise ValueError("ClusterSpec.isolation='netns' is for an unplaced cluster: with "
+                             "hosts or routes the roles must reach this namespace")
+        return None, f"hosts: placed roles in their hosts' namespaces; {open_here}"
+    elif not spec.host.startswith("127."):
+        if spec.isolation == "netns":
+            raise ValueError(f"ClusterSpec.isolation='netns' needs a loopback host, got "
+                             f"{spec.host!r}")
+        why = f"host {spec.host} is not a loopback address"
+    else:
+        try:
+            net = PrivateNetwork.create()
+        except (NetworkError, OSError) as e:
+            if spec.isolation == "netns":
+                raise ClusterFailed(f"isolation='netns' asked for and {e}") from None
+            why = str(e)
+        else:
+            sink(f"[launcher] INFO cluster isolated in a private network namespace "
+                 f"(net:[{net.inode}], loopback only): no other namespace or host reaches "
+                 f"its ports")
+            return net, "private network namespace (loopback only)"
+    msg = (f"NOT isolated ({why}): TensorFlow's gRPC servers of every role listen on all "
+           f"addresses of this host, so anyone who reaches it can read or write the model's "
+           f"variables; run as root (network namespaces) or behind a firewall")
+    sink(f"[launcher] WARNING {msg}")
+    log.warning("%s", msg)
+    return None, f"none: {why}"
+
+
 def _run_cluster(spec: ClusterSpec, train: dict, sink, tmp: Path) -> dict:
     placed = placement(spec)
-    cluster = cluster_def(spec.num_ps, spec.num_workers, spec.host, placed)
+    private, isolation = _private_network(spec, placed, sink)
+    try:
+        return _run_isolated(spec, train, sink, tmp, placed, private, isolation)
+    finally:
+        if private is not None:
+            private.close()
+
+
+def _run_isolated(spec: ClusterSpec, train: dict, sink, tmp: Path, placed: dict,
+                  private: PrivateNetwork | None, isolation: str) -> dict:
+    cluster = cluster_def(spec.num_ps, spec.num_workers, spec.host, placed, private)
+    enter = private.enter if private else None
     base_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
                 "PYTHONUNBUFFERED": "1"}
     base_env.pop("TF_CONFIG", None)
@@ -334,12 +412,15 @@ def _run_cluster(spec: ClusterSpec, train: dict, sink, tmp: Path) -> dict:
                 env["CUDA_VISIBLE_DEVICES"] = ""   # parameter servers never need a GPU
             where = placed.get(f"{role}/{i}")
             servers.append(_Proc(f"{role}/{i}", [*exec_prefix(where and where.netns), py, "-m",
-                                                 TRAINER_MODULE, "--serve"], env, sink))
+                                                 TRAINER_MODULE, "--serve"], env, sink,
+                                 None if where else enter))
     chief = _Proc("chief", [py, "-m", TRAINER_MODULE, "--spec", f"@{spec_file}",
                             "--result-file", str(result_file)],
-                  {**base_env, "TF_CONFIG": tf_config(cluster, "chief", 0, spec.routes)}, sink)
+                  {**base_env, "TF_CONFIG": tf_config(cluster, "chief", 0, spec.routes)}, sink,
+                  enter)
     procs = servers + [chief]
-    probe = _PsProbe(cluster, spec.ps_unreachable_timeout_s, spec.startup_timeout_s)
+    probe = _PsProbe(cluster, spec.ps_unreachable_timeout_s, spec.startup_timeout_s,
+                     (lambda a: private.call(lambda: _reachable(a))) if private else None)
     stall = _StallWatch(_progress_path(train), spec.stall_timeout_s)
     hosts = {name: h.netns for name, h in placed.items()}
 
@@ -354,7 +435,7 @@ def _run_cluster(spec: ClusterSpec, train: dict, sink, tmp: Path) -> dict:
     try:
         for p in procs:
             p.start()
-        _write_status(spec.status_file, cluster, procs, hosts, spec.routes)
+        _write_status(spec.status_file, cluster, procs, hosts, spec.routes, isolation)
         dead_ps_since = None
         while True:
             chief.sample()
@@ -382,7 +463,8 @@ def _run_cluster(spec: ClusterSpec, train: dict, sink, tmp: Path) -> dict:
                     sink(f"[launcher] WARNING {p.name} exited with {rc}; restarting it "
                          f"(restart {p.restarts})")
                     p.start()
-                    _write_status(spec.status_file, cluster, procs, hosts, spec.routes)
+                    _write_status(spec.status_file, cluster, procs, hosts, spec.routes,
+                                  isolation)
                 else:
                     failure = failure or f"parameter server {p.name} died (exit {rc})"
                     if dead_ps_since is None:
@@ -412,17 +494,17 @@ def _run_cluster(spec: ClusterSpec, train: dict, sink, tmp: Path) -> dict:
             signal.signal(signal.SIGTERM, old_handler)
     result = json.loads(result_file.read_text()) if result_file.exists() else {}
     peaks = {p.name: round(p.peak_kb / 1024, 1) for p in procs}
-    private = {p.name: round(p.peak_private_kb / 1024, 1) for p in procs}
+    private_mb = {p.name: round(p.peak_private_kb / 1024, 1) for p in procs}
     restarts = {p.name: p.restarts for p in servers if p.restarts}
     if code != 0 or failure:
         msg = result.get("error") or f"coordinator exit code {code}"
         raise ClusterFailed(f"PS training failed: {failure + '; ' if failure else ''}{msg}")
     result["cluster"] = {"ps": spec.num_ps, "workers": spec.num_workers,
                          "worker_restarts": restarts, "peak_rss_mb": peaks,
-                         "peak_private_mb": private,
+                         "peak_private_mb": private_mb, "isolation": isolation,
                          "seconds": round(time.time() - started, 1)}
     sink(f"[launcher] INFO done in {result['cluster']['seconds']}s; peak RSS MB {peaks}; "
-         f"peak private (anonymous) MB {private}; "
+         f"peak private (anonymous) MB {private_mb}; "
          f"worker restarts {restarts or 0}")
     return result
 
@@ -435,12 +517,12 @@ def _progress_path(train: dict) -> Path:
         PROGRESS_FILE
 
 
-def _write_status(path, cluster, procs, hosts=None, routes=None) -> None:
+def _write_status(path, cluster, procs, hosts=None, routes=None, isolation=None) -> None:
     if not path:
         return
     from retrain.common.atomic import write_json
     status = {"cluster": cluster, "pids": {p.name: p.popen.pid for p in procs if p.popen},
-              "restarts": {p.name: p.restarts for p in procs}}
+              "restarts": {p.name: p.restarts for p in procs}, "isolation": isolation}
     if hosts or routes:
         status.update({"netns": hosts or {}, "routes": routes or {}})
     write_json(path, status)
@@ -466,4 +548,5 @@ def _teardown(procs: list[_Proc], grace: float = 5.0) -> None:
 if __name__ == "__main__":
     sys.exit(main(ClusterSpec, run, description=(
         "Start N parameter servers, M workers and the coordinator of the PS trainer as "
-        "local processes on free 127.0.0.1 ports; stream their logs; tear all down.")))
+        "local processes on free 127.0.0.1 ports (in a private network namespace where one "
+        "can be made); stream their logs; tear all down.")))

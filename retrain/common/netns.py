@@ -6,12 +6,21 @@ network path, with its own addresses, that tests can slow down or cut (`tc` on a
 veth, `ip link set ... down`), without a second machine. The bridge gets `<subnet>.1` in
 this (the root) namespace; host n (1-based, in the order given) gets `<subnet>.(10 + n)` on
 its `eth0`, its root-side veth is `<prefix>-<name>h`. Needs root. Stdlib only.
+
+`PrivateNetwork` is the other use: a namespace with loopback alone, for processes that must
+reach each other and nobody else (the local PS cluster: TensorFlow's gRPC servers bind
+every address, so only the namespace keeps them private). It is held by a file descriptor
+of this process, not a name under /run/netns: it goes away with its last process, so a
+SIGKILLed launcher leaves nothing behind. Creating one needs CAP_SYS_ADMIN (root), not `ip`.
 """
 from __future__ import annotations
 
 import ctypes
 import dataclasses
+import fcntl
 import os
+import socket
+import struct
 import shlex
 import subprocess
 import threading
@@ -135,21 +144,100 @@ def in_netns(netns: str | None, fn: Callable[[], T]) -> T:
     alone enters the namespace, so this process's own namespace never changes."""
     if not netns:
         return fn()
+
+    def enter():
+        with open(f"/run/netns/{netns}") as f:
+            _setns(f.fileno(), netns)
+    return _in_thread(enter, fn, f"netns-{netns}")
+
+
+def _libc():
+    return ctypes.CDLL("libc.so.6", use_errno=True)
+
+
+def _setns(fd: int, what: str, libc=None) -> None:
+    if (libc or _libc()).setns(fd, _CLONE_NEWNET) != 0:
+        raise NetworkError(f"setns into {what} failed: {os.strerror(ctypes.get_errno())}")
+
+
+def _in_thread(enter: Callable[[], None], fn: Callable[[], T], name: str) -> T:
+    """fn() in a short-lived thread that alone has run enter() (which changes its network
+    namespace): this process's other threads never change namespace."""
     box: dict = {}
 
     def target():
         try:
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            with open(f"/run/netns/{netns}") as f:
-                if libc.setns(f.fileno(), _CLONE_NEWNET) != 0:
-                    err = ctypes.get_errno()
-                    raise NetworkError(f"setns into {netns} failed: {os.strerror(err)}")
+            enter()
             box["value"] = fn()
         except BaseException as e:  # noqa: BLE001 - re-raised in the caller
             box["error"] = e
-    t = threading.Thread(target=target, name=f"netns-{netns}", daemon=True)
+    t = threading.Thread(target=target, name=name, daemon=True)
     t.start()
     t.join()
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+
+
+def _loopback_up() -> None:
+    """`ip link set lo up` without `ip`: an ioctl on a socket of the calling thread's
+    namespace (a new namespace's loopback starts down)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        ifreq = fcntl.ioctl(s, _SIOCGIFFLAGS, struct.pack("16sh22x", b"lo", 0))
+        flags = struct.unpack("16sh22x", ifreq)[1]
+        fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sh22x", b"lo", flags | _IFF_UP))
+
+
+class PrivateNetwork:
+    """A fresh network namespace with only loopback, held by this process (see the module
+    docstring). `call(fn)` runs fn inside it; `enter` is a preexec_fn that puts a child
+    there before it execs; `close()` lets it go once its processes have exited."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self._libc = _libc()            # loaded here: a preexec_fn must not load libraries
+
+    @classmethod
+    def create(cls) -> "PrivateNetwork":
+        """A new namespace, loopback up; NetworkError (saying why) where none can be made:
+        without CAP_SYS_ADMIN (not root, or a container without it) unshare is refused."""
+        def make() -> int:
+            libc = _libc()
+            if libc.unshare(_CLONE_NEWNET) != 0:
+                err = ctypes.get_errno()
+                raise NetworkError(f"cannot create a network namespace: unshare(CLONE_NEWNET) "
+                                   f"failed: {os.strerror(err)} (needs CAP_SYS_ADMIN: root, "
+                                   f"outside a container that withholds it; euid here "
+                                   f"{os.geteuid()})")
+            fd = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                _loopback_up()
+            except OSError as e:
+                os.close(fd)
+                raise NetworkError(f"cannot bring up loopback in a new namespace: {e}") from e
+            return fd
+        return cls(_in_thread(lambda: None, make, "netns-private"))
+
+    @property
+    def inode(self) -> int:
+        """Its identity (what /proc/<pid>/ns/net of a process inside it stats to)."""
+        return os.fstat(self.fd).st_ino
+
+    def call(self, fn: Callable[[], T]) -> T:
+        if self.fd < 0:
+            raise NetworkError("private network namespace already closed")
+        return _in_thread(lambda: _setns(self.fd, "the private namespace"), fn, "netns-private")
+
+    def enter(self) -> None:
+        """preexec_fn: the child joins the namespace (async-signal-safe: one syscall). The
+        descriptor is close-on-exec, so the program itself does not hold it."""
+        if self._libc.setns(self.fd, _CLONE_NEWNET) != 0:
+            os._exit(126)   # never run a role outside the namespace it was meant for
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
