@@ -10,6 +10,11 @@ pods - parameter servers on CPU nodes, workers on a GPU node pool, the coordinat
   worker comes back at the same address and the coordinator reschedules its work); or
 - `kind="tfjob"`: a Kubeflow `TFJob` (kubeflow.org/v1), whose operator writes `TF_CONFIG`.
 
+Both carry a NetworkPolicy that admits to the job's pods (chief, ps, workers) only the job's
+own pods, on the gRPC port: TensorFlow's servers bind every address of their pod and have no
+authentication, so without it any pod of the cluster could read or write the variables
+mid-training. It needs a CNI that enforces NetworkPolicy (Calico, Cilium, ...).
+
 The trainer spec goes into a ConfigMap mounted at /etc/retrain; artifacts (transformed
 shards in, model and checkpoints out) live on a shared volume mounted at the same path as
 RETRAIN_HOME. No Kubernetes cluster runs on the development machines: the output is
@@ -131,6 +136,19 @@ def _labels(spec: K8sSpec, role: str | None = None, index: int | None = None) ->
 RESTART = {"chief": "Never", "ps": "Never", "worker": "OnFailure"}
 
 
+def network_policy(spec: K8sSpec) -> dict:
+    """Ingress to every pod of the job from the job's own pods alone, on the gRPC port (a
+    pod a policy selects refuses all ingress the policy does not admit). The selector is
+    the job's labels, which the plain pods and the TFJob's replica templates both carry."""
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": f"{spec.name}-cluster-only", "namespace": spec.namespace,
+                         "labels": _labels(spec)},
+            "spec": {"podSelector": {"matchLabels": _labels(spec)},
+                     "policyTypes": ["Ingress"],
+                     "ingress": [{"from": [{"podSelector": {"matchLabels": _labels(spec)}}],
+                                  "ports": [{"protocol": "TCP", "port": PORT}]}]}}
+
+
 def render(spec: K8sSpec) -> list[dict]:
     """The manifests as a list of Kubernetes objects (dicts)."""
     _check(spec)
@@ -139,7 +157,7 @@ def render(spec: K8sSpec) -> list[dict]:
                   "metadata": {"name": f"{spec.name}-spec", "namespace": spec.namespace,
                                "labels": _labels(spec)},
                   "data": {"train_spec.json": json.dumps(spec.train, indent=2, sort_keys=True)}}
-    docs = [config_map]
+    docs = [config_map, network_policy(spec)]
     counts = {"chief": 1, "ps": spec.num_ps, "worker": spec.num_workers}
     if spec.kind == "tfjob":
         replica_names = {"chief": "Chief", "ps": "PS", "worker": "Worker"}

@@ -92,6 +92,49 @@ def test_tfjob_has_the_three_replica_types():
         assert not any(e["name"] == "TF_CONFIG" for e in c["env"])  # the operator sets it
 
 
+def _matches(selector: dict, labels: dict) -> bool:
+    return set(selector) == {"matchLabels"} and \
+        all(labels.get(k) == v for k, v in selector["matchLabels"].items())
+
+
+def _job_pods(docs) -> list[tuple[dict, dict]]:
+    """(labels, pod spec) of every pod the manifests make, plain or TFJob replica."""
+    pods = [(d["metadata"]["labels"], d["spec"]) for d in docs if d["kind"] == "Pod"]
+    pods += [(r["template"]["metadata"]["labels"], r["template"]["spec"])
+             for d in docs if d["kind"] == "TFJob" for r in d["spec"]["tfReplicaSpecs"].values()]
+    assert pods
+    return pods
+
+
+@pytest.mark.parametrize("kind", ["pods", "tfjob"])
+def test_a_network_policy_admits_to_the_job_only_its_own_pods(kind):
+    """TensorFlow's gRPC servers bind every address and authenticate nobody: the policy
+    selects every pod of the job and admits ingress from the job's pods alone, on the one
+    port they serve; another job's pod, or Airflow's, is not admitted."""
+    docs = list(yaml.safe_load_all((EXAMPLES / f"ctr-ps-training-{kind}.yaml").read_text()))
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    assert len(policies) == 1
+    policy = policies[0]
+    assert policy["apiVersion"] == "networking.k8s.io/v1"
+    assert _check_k8s(policy) == []
+    spec = policy["spec"]
+    assert spec["policyTypes"] == ["Ingress"]           # selected pods refuse all other ingress
+    pods = _job_pods(docs)
+    assert all(_matches(spec["podSelector"], labels) for labels, _ in pods)
+    assert spec["podSelector"]["matchLabels"]["retrain.io/job"] == "ctr-2026-11-03"
+    [rule] = spec["ingress"]
+    [peer] = rule["from"]
+    assert set(peer) == {"podSelector"}                 # same namespace, no ipBlock
+    assert peer["podSelector"] == spec["podSelector"]
+    served = {p["containerPort"] for _, pod in pods for c in pod["containers"]
+              for p in c.get("ports", [])}
+    assert rule["ports"] == [{"protocol": "TCP", "port": p} for p in sorted(served)]
+    other_job = render(K8sSpec(name="ctr-2026-11-04", train=TRAIN, kind=kind))
+    assert not any(_matches(peer["podSelector"], labels) for labels, _ in _job_pods(other_job))
+    airflow_worker = {"component": "worker", "release": "retrain", "tier": "airflow"}
+    assert not _matches(peer["podSelector"], airflow_worker)
+
+
 @pytest.mark.parametrize("bad, match", [
     ({"name": "CTR_bad"}, "DNS-1123"), ({"kind": "deployment"}, "kind"),
     ({"num_ps": 0}, "at least 1 ps"), ({"train": {"out_dir": "x"}}, "preprocess_dir")])
@@ -274,6 +317,12 @@ def test_helm_values_take_secrets_from_kubernetes_secrets_only():
     # docker/README.md says how to create each of them.
     readme = (EXAMPLES.parent / "README.md").read_text()
     assert [n for n in names if n not in readme] == []
+
+
+def test_helm_values_turn_on_the_charts_network_policies():
+    """Its Redis, log servers and statsd then admit only the Airflow components (off by
+    default in the chart)."""
+    assert _helm()["networkPolicies"] == {"enabled": True}
 
 
 def test_helm_values_match_the_images_and_the_training_manifests():
