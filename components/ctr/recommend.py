@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import sys
 import time
 from pathlib import Path
 
@@ -150,4 +151,4 @@ def run(spec: RecommendSpec) -> dict:
 
 
 if __name__ == "__main__":
-    main(RecommendSpec, run)
+    sys.exit(main(RecommendSpec, run))   # a failed step exits 1: the launcher reads its error

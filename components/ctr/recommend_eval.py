@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import sys
 from pathlib import Path
 
 from components.ctr.recommend import INPUTS_DIR, SUMMARY_FILE
@@ -90,4 +91,4 @@ def evaluate(spec: EvaluateSpec) -> dict:
 
 
 if __name__ == "__main__":
-    main(EvaluateSpec, evaluate)
+    sys.exit(main(EvaluateSpec, evaluate))   # a failed step exits 1: the launcher reads its error
