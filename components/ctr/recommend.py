@@ -69,7 +69,8 @@ def resolve_model(spec: RecommendSpec) -> tuple[str, int | None]:
     if version is None:
         raise FileNotFoundError(f"model {spec.model_name!r} has no published version in "
                                 f"{spec.registry_root}")
-    return str(reg.model_path(spec.model_name, version)), version
+    # The published files, checked against their digests at publish (ModelTampered).
+    return str(reg.verified_path(spec.model_name, version)), version
 
 
 def _layout(spec: RecommendSpec, inputs: list[str], config_name: str):
@@ -104,8 +105,11 @@ def run(spec: RecommendSpec) -> dict:
     from components.ctr.recommend_quality import check_output
     from retrain.common.atomic import write_json
 
+    from retrain.common.registry import verify_model_dir
+
     started = time.time()
     model_dir, version = resolve_model(spec)
+    verify_model_dir(model_dir)   # a registry version handed over by path: checked too
     cfg = feature_config.for_model_dir(model_dir)
     inputs = [c for c in cfg.raw_columns() if c not in (cfg.label, cfg.example_id)]
     layout = _layout(spec, inputs, cfg.name)

@@ -59,7 +59,9 @@ class PairScorer:
                  batch_pairs: int = 16384, model_version: int | None = None):
         import tensorflow as tf
         from components.ctr import feature_config, rawdata
+        from retrain.common.registry import verify_model_dir
 
+        verify_model_dir(model_dir)   # a published version: its files as published
         self._tf = tf
         self._cfg = feature_config.for_model_dir(model_dir)
         self._serve = tf.saved_model.load(model_dir).signatures["serving_default"]

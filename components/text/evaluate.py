@@ -437,7 +437,10 @@ def run(spec: TextEvaluateSpec) -> dict:
     from components.gate import Thresholds, decide
     from components.text import model as M
     from components.text import task_config as T
+    from retrain.common.registry import verify_model_dir
 
+    if spec.baseline_model_dir:   # the published model: its files as published, or refused
+        verify_model_dir(spec.baseline_model_dir)
     cfg = T.from_resolved(read_json(Path(spec.preprocess_dir) / T.CONFIG_FILE))
     cfg, evidence_notes = _with_run_overrides(cfg, spec)
     tasks = cfg.task_labels

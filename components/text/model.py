@@ -273,6 +273,9 @@ def load_serving(model_dir: str | Path):
     """The exported signature, loaded with plain TensorFlow (+ tensorflow-text ops)."""
     import tensorflow_text  # noqa: F401  registers the WordPiece/normalize ops the graph uses
 
+    from retrain.common.registry import verify_model_dir
+
+    verify_model_dir(model_dir)   # a published version: its files as published
     loaded = tf.saved_model.load(str(model_dir))
     return loaded, loaded.signatures[SIGNATURE]
 

@@ -266,9 +266,12 @@ def _warm_start_source(spec: FinetuneSpec, tasks: dict[str, list[str]]) -> str |
     from components.text import model as M
     from components.text.config import default_checkpoint_dir
 
+    from retrain.common.registry import verify_model_dir
+
     if not spec.warm_start_model_dir:
         return None
     src = Path(spec.warm_start_model_dir)
+    verify_model_dir(src)   # the published model: its files as published, or refused
     try:
         labels = M.read_labels(src)
     except (FileNotFoundError, json.JSONDecodeError) as e:

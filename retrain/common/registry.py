@@ -11,9 +11,20 @@ Layout (TensorFlow Serving's model base path, so a server can point straight at 
     <root>/<model>/.lock             flock'ed while a version is allocated or stages change
     <root>/<model>/.tmp-*            a publish in progress (or killed); readers ignore it
 
+    <root>/<model>/DAMAGED.json      versions `registry doctor --repair` found damaged
+
 A version appears in one `rename` of a fully written temp dir, so a killed publish never
 leaves a half model under a numeric name; a retried publish with the same run id returns
 (and, if it was interrupted, finishes) the version it already made.
+
+Published files are verified by digest when read (design rule 25): a publish records the
+SHA-256 and size of every file of the version in its meta (`content`); readers that load a
+published model (`verified_path`, `verify_model_dir`: evaluation's baseline, the
+recommendations and scoring jobs), rollback, `check` and lineage compare the files with it
+and refuse a difference with the file named (`ModelTampered`, bad data: never retried).
+`doctor` lists damaged versions and a damaged CURRENT; with `repair=True` it points CURRENT
+at the newest intact version that was published, keeps the damaged pointer's bytes beside
+it and marks damaged versions in DAMAGED.json. Nothing is deleted.
 
 "Current" changes by compare-and-swap (design rule 20): a publish names the version its
 evaluation was compared against (`expect_current`: a version, or None for "nothing was
@@ -30,17 +41,37 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from retrain.common import digests
 from retrain.common.atomic import read_json, write_json
 from retrain.common.errors import BadData
 
 
 class RegistryBroken(BadData, ValueError):
     """The registry's own files are damaged: no publish guesses which version is live."""
+
+
+class ModelTampered(BadData, ValueError):
+    """A published version's files differ from the digests recorded when it was published
+    (replaced, truncated, added, removed), or its meta cannot be read: it is not loaded,
+    rolled back to or served. Not retried: a person restores or republishes it."""
+
+    def __init__(self, model: str, version: int | str, problems: list[str],
+                 vdir: Path | None = None) -> None:
+        self.model, self.version, self.problems = model, version, list(problems)
+        where = f" ({vdir})" if vdir else ""
+        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more"
+                                            if len(problems) > 5 else "")
+        super().__init__(
+            f"model {model!r} version {version}{where} fails verification against what was "
+            f"recorded when it was published: {shown}. Refusing to use it; "
+            f"`retrain registry doctor {model}` lists damaged versions (`--repair` points "
+            f"CURRENT at an intact one)")
 
 
 class StaleBaseline(BadData):
@@ -75,6 +106,8 @@ ANY = _AnyCurrent()
 
 META_FILE = "retrain_meta.json"
 CURRENT_FILE = "CURRENT"
+DAMAGED_FILE = "DAMAGED.json"
+CONTENT_KEY = "content"      # {"digest", "files": {path: {"sha256", "size"}}} at publish
 LOCK_FILE = ".lock"
 TMP_PREFIX = ".tmp-"
 SAVED_MODEL_FILE = "saved_model.pb"
@@ -83,7 +116,8 @@ STAGES = (CANDIDATE, PUBLISHED, ARCHIVED)
 STALE_TMP_SECONDS = 3600
 
 # Keys the registry owns; callers' metadata may not set them.
-RESERVED_KEYS = frozenset({"model_name", "version", "stage", "created_at", "history"})
+RESERVED_KEYS = frozenset({"model_name", "version", "stage", "created_at", "history",
+                           CONTENT_KEY})
 # Keys every meta file has (None when the caller did not give them).
 STANDARD_KEYS = ("metrics", "data_span", "run_id", "dag_id", "code_version", "gate",
                  "source_model_uri")
@@ -252,6 +286,8 @@ class Registry:
         tmp: Path | None = Path(tempfile.mkdtemp(prefix=TMP_PREFIX, dir=mdir))
         try:
             _copy_savedmodel(src, tmp)
+            # The digests of what was copied: every later read is checked against them.
+            content = digests.manifest(tmp, skip=frozenset({META_FILE}))
             with self._lock(mdir):
                 if run_id and self.find_run(name, run_id, dag_id) is not None:
                     return self._finish_existing(name, run_id, dag_id, who, why,
@@ -263,7 +299,7 @@ class Registry:
                 meta.update(metadata)
                 meta.update({
                     "model_name": name, "version": version, "stage": CANDIDATE,
-                    "created_at": now,
+                    "created_at": now, CONTENT_KEY: content,
                     "history": [{"at": now, "who": who, "why": why, "action": "publish",
                                  "from": None, "to": CANDIDATE}],
                 })
@@ -291,9 +327,13 @@ class Registry:
         with self._lock(mdir):
             try:
                 current = self._read_current(mdir)
-            except ValueError:
+            except ValueError as e:
                 if to_version is None:   # which version is "before" a broken CURRENT?
-                    raise
+                    raise RegistryBroken(
+                        f"{e}; which version is older than a damaged CURRENT is unknown: "
+                        f"pass the version to publish (--to VERSION), or run `retrain "
+                        f"registry doctor {name} --repair` to point CURRENT at the newest "
+                        f"intact published version") from None
                 current = None           # a named version repairs a broken CURRENT
             if current is None and to_version is None:
                 raise ValueError(f"model {name!r} has no published version to roll back from")
@@ -316,26 +356,209 @@ class Registry:
                 if not self._complete(versions[target]):
                     raise ValueError(f"model {name!r}: version {target} is incomplete and "
                                      f"cannot be published (run `retrain registry check`)")
+            self._require_intact(name, target, versions[target])
             return self._promote(name, target, who=who, why=why, action="rollback")
+
+    # ---------------------------------------------------------------- verifying
+
+    def integrity(self, name: str, version: int, quick: bool = False) -> dict:
+        """{"state": "intact" | "unrecorded" | "damaged", "problems": [one line a file],
+        "digest", "files"} of one version against the digests recorded at publish.
+        `quick`: kinds and sizes only (no file read), for listings."""
+        return _integrity(self.model_path(name, version), quick)
+
+    def verified_path(self, name: str, version: int) -> Path:
+        """The version's folder, once its files match the digests recorded when it was
+        published; ModelTampered (naming the files) otherwise. What a reader that loads a
+        published model calls."""
+        vdir = self.model_path(name, version)
+        self._require_intact(name, version, vdir)
+        return vdir
+
+    @staticmethod
+    def _require_intact(name: str, version: int, vdir: Path) -> None:
+        found = _integrity(vdir)
+        if found["state"] == DAMAGED:
+            raise ModelTampered(name, version, found["problems"], vdir)
+
+    def damaged_marks(self, name: str) -> dict[int, dict]:
+        """Versions `doctor --repair` marked damaged: {version: {"problems", "at", ...}}
+        (an unreadable DAMAGED.json counts as no marks; doctor rewrites it)."""
+        path = self._model_dir(name) / DAMAGED_FILE
+        try:
+            data = read_json(path) if _is_regular(path) else {}
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            return {}
+        marks = data.get("versions") if isinstance(data, dict) else None
+        if not isinstance(marks, dict):
+            return {}
+        return {int(k): v for k, v in marks.items()
+                if isinstance(k, str) and _VERSION_RE.match(k) and isinstance(v, dict)}
+
+    def inventory(self, name: str, quick: bool = True) -> list[dict]:
+        """Every version folder, oldest first, intact or not: {"version", "meta" (None if
+        unreadable), "state", "problems", "marked"}. Unlike list_versions, a version whose
+        meta is damaged is listed (as damaged), never hidden."""
+        self._require_model(name)
+        marks = self.damaged_marks(name)
+        out = []
+        for v, vdir in sorted(self._version_dirs(name).items()):
+            found = _integrity(vdir, quick)
+            state, problems = found["state"], found["problems"]
+            if v in marks and state != DAMAGED:   # what doctor's full hash found
+                state = DAMAGED
+                problems = [str(p) for p in marks[v].get("problems") or []] or [
+                    "marked damaged by `retrain registry doctor --repair`"]
+            out.append({"version": v, "meta": self._read_meta(vdir), "state": state,
+                        "problems": problems, "marked": marks.get(v)})
+        return out
+
+    def doctor(self, name: str, repair: bool = False, who: str | None = None,
+               why: str | None = None) -> dict:
+        """Find what is damaged (every version's files against their digests, its meta,
+        CURRENT) and, with `repair`, restore a consistent state under the model's lock:
+
+        - CURRENT unreadable, or naming a missing or damaged version: it points at the
+          newest intact version whose meta says published, else the newest intact one
+          that was ever published (an unpromoted candidate never); the damaged CURRENT's
+          bytes are kept beside it as CURRENT.damaged-<time>. No such version: CURRENT is
+          left as it is (publishes keep refusing) and the report says so.
+        - CURRENT fine but stages disagree (two versions say published): re-promoted.
+        - Damaged versions are marked in DAMAGED.json (and unmarked once they verify).
+
+        Nothing is deleted. Returns {"model", "current": {"state", "version", "problem"},
+        "versions": [...], "target", "actions": [...], "unresolved": [...]}."""
+        mdir = self._require_model(name)
+        who = (who or "").strip() or default_who()
+        why = (why or "").strip() or "registry doctor --repair"
+        with (self._lock(mdir) if repair else contextlib.nullcontext()):
+            versions = self._version_dirs(name)
+            found = {v: _integrity(vdir) for v, vdir in sorted(versions.items())}
+            metas = {v: self._read_meta(vdir) for v, vdir in versions.items()}
+            pointer = self._diagnose_current(mdir, versions, found, metas)
+            intact = [v for v in sorted(versions) if found[v]["state"] != DAMAGED
+                      and metas[v] is not None]
+            said_published = [v for v in intact if metas[v].get("stage") == PUBLISHED]
+            ever_published = [v for v in intact if metas[v].get("stage") == ARCHIVED
+                              or any(isinstance(h, dict) and h.get("to") == PUBLISHED
+                                     for h in metas[v].get("history") or [])]
+            if pointer["state"] in ("ok", "inconsistent"):   # CURRENT is the truth
+                target = pointer["version"]
+            else:
+                target = max(said_published or ever_published, default=None)
+            marks = self.damaged_marks(name)
+            report = {"model": name, "current": pointer, "target": target,
+                      "versions": [{"version": v, **{k: found[v][k] for k in
+                                                      ("state", "problems")},
+                                    "stage": (metas[v] or {}).get("stage"),
+                                    "marked": v in marks} for v in sorted(versions)],
+                      "actions": [], "unresolved": []}
+            if not repair:
+                return report
+            actions, unresolved = report["actions"], report["unresolved"]
+            if pointer["state"] == "inconsistent":
+                self._promote(name, target, who=who, why=why, action="doctor")
+                actions.append(f"stages made to agree with CURRENT: version {target} "
+                               f"published, every other version archived")
+            elif target is None:
+                if pointer["state"] != "none":
+                    unresolved.append(
+                        f"CURRENT: {pointer['problem']}, and no intact version was ever "
+                        f"published to point it at; left as it is (publishes keep "
+                        f"refusing): restore a version's files, or move CURRENT away by hand "
+                        f"to start over (the next publish then has no baseline)")
+            else:
+                kept = self._keep_aside(mdir)
+                self._promote(name, target, who=who, why=why, action="doctor")
+                actions.append(
+                    f"CURRENT, which {pointer['problem']}, now names version {target}, the "
+                    f"newest intact version that was published" + (
+                        f"; its old bytes are kept in {kept.name}" if kept else ""))
+            damaged = {v: found[v]["problems"] for v in versions
+                       if found[v]["state"] == DAMAGED}
+            if damaged or marks:
+                now = _now()
+                new_marks = {str(v): (marks[v] if v in marks and marks[v].get("problems")
+                                      == problems else
+                                      {"problems": problems, "at": now, "who": who,
+                                       "why": why})
+                             for v, problems in sorted(damaged.items())}
+                write_json(mdir / DAMAGED_FILE, {"model_name": name, "versions": new_marks})
+                actions += [f"marked version {v} damaged" for v in sorted(damaged)
+                            if v not in marks]
+                actions += [f"unmarked version {v}: it verifies again" for v in sorted(marks)
+                            if v not in damaged and v in versions]
+            for row in report["versions"]:
+                row["marked"] = row["state"] == DAMAGED
+            report["current"] = self._diagnose_current(
+                mdir, versions, found, {v: self._read_meta(d) for v, d in versions.items()})
+            return report
+
+    def _diagnose_current(self, mdir: Path, versions: dict[int, Path], found: dict,
+                          metas: dict) -> dict:
+        """{"state": ok | none | damaged | inconsistent, "version", "problem"}; the
+        problem reads after the word CURRENT ("names version 3, which is damaged")."""
+        def out(state: str, version: int | None = None, problem: str | None = None) -> dict:
+            return {"state": state, "version": version, "problem": problem}
+        try:
+            current = self._read_current(mdir)
+        except ValueError as e:
+            return out("damaged", None, str(e).removeprefix(f"{mdir / CURRENT_FILE} "))
+        if current is None:
+            if any((m or {}).get("stage") == PUBLISHED for m in metas.values()):
+                return out("damaged", None, "is missing, but a version says published")
+            return out("none")
+        if current not in versions:
+            return out("damaged", current, f"names version {current}, which does not exist")
+        if found[current]["state"] == DAMAGED:
+            return out("damaged", current, f"names version {current}, which is damaged")
+        others = [v for v, m in metas.items() if v != current
+                  and (m or {}).get("stage") == PUBLISHED]
+        if (metas[current] or {}).get("stage") != PUBLISHED or others:
+            return out("inconsistent", current, f"names version {current}, but the versions' "
+                                                f"stages disagree")
+        return out("ok", current)
+
+    @staticmethod
+    def _keep_aside(mdir: Path) -> Path | None:
+        """A hard link to the damaged CURRENT (any file type; its bytes stay as they were)
+        before a new one replaces it in one rename: readers never see no CURRENT."""
+        src = mdir / CURRENT_FILE
+        if not os.path.lexists(src):
+            return None
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        dst = mdir / f"{CURRENT_FILE}.damaged-{stamp}"
+        try:
+            os.link(src, dst, follow_symlinks=False)
+        except OSError:
+            shutil.copy2(src, dst, follow_symlinks=False)
+        return dst
 
     # ---------------------------------------------------------------- checking
 
     def check_report(self, name: str) -> dict[str, list[str]]:
         """{"errors": [...], "warnings": [...]} for one model. Warnings (stale temp dirs
-        of killed publishes, unpromoted candidates) need no action for serving."""
+        of killed publishes, unpromoted candidates, versions with no recorded digests,
+        versions `doctor --repair` marked damaged) need no action for serving.
+
+        Every version's files are hashed against the digests recorded at publish."""
         mdir = self._require_model(name)
         errors: list[str] = []
         warnings: list[str] = []
         published: list[int] = []
         complete: set[int] = set()
         versions = self._version_dirs(name)
+        marks = self.damaged_marks(name)
         for v, vdir in sorted(versions.items()):
+            # A version doctor marked damaged is known and out of use: a warning.
+            found: list[str] = errors if v not in marks else warnings
+            prefix = f"version {v}" + (" (marked damaged)" if v in marks else "")
             has_pb = (vdir / SAVED_MODEL_FILE).is_file()
             meta = self._read_meta(vdir)
             if not has_pb:
-                errors.append(f"version {v}: missing {SAVED_MODEL_FILE}")
+                found.append(f"{prefix}: missing {SAVED_MODEL_FILE}")
             if meta is None:
-                errors.append(f"version {v}: missing or unreadable {META_FILE}")
+                found.append(f"{prefix}: missing or unreadable {META_FILE}")
                 continue
             if meta.get("version") != v or meta.get("model_name") != name:
                 errors.append(f"version {v}: meta says model {meta.get('model_name')!r} "
@@ -345,7 +568,16 @@ class Registry:
                 errors.append(f"version {v}: unknown stage {stage!r}")
             if stage == PUBLISHED:
                 published.append(v)
-            if has_pb:
+            state = _integrity(vdir)
+            if state["state"] == UNRECORDED and has_pb:
+                warnings.append(f"version {v}: no content digests recorded (published "
+                                f"before they were kept): its files cannot be verified")
+            found += [f"{prefix}: {p}" for p in state["problems"]
+                      if has_pb or not p.startswith(f"{SAVED_MODEL_FILE}:")]
+            if v in marks and state["state"] != DAMAGED:
+                warnings.append(f"version {v} is marked damaged but verifies now: `retrain "
+                                f"registry doctor {name} --repair` unmarks it")
+            if has_pb and state["state"] != DAMAGED:
                 complete.add(v)
 
         current = None
@@ -360,7 +592,8 @@ class Registry:
                 if current not in versions:
                     errors.append(f"CURRENT names version {current}, which does not exist")
                 elif current not in complete:
-                    errors.append(f"CURRENT names version {current}, which is incomplete")
+                    errors.append(f"CURRENT names version {current}, which is incomplete "
+                                  f"or damaged")
                 else:
                     stage = (self._read_meta(versions[current]) or {}).get("stage")
                     if stage != PUBLISHED:
@@ -433,6 +666,8 @@ class Registry:
 
     @staticmethod
     def _read_meta(vdir: Path) -> dict | None:
+        if not _is_regular(vdir / META_FILE):   # a FIFO or link is never opened
+            return None
         try:
             meta = read_json(vdir / META_FILE)
         except (OSError, json.JSONDecodeError, UnicodeDecodeError):   # check says which
@@ -444,8 +679,12 @@ class Registry:
 
     @staticmethod
     def _read_current(mdir: Path) -> int | None:
+        path = mdir / CURRENT_FILE
+        if os.path.lexists(path) and not _is_regular(path):   # never opened: may block
+            raise ValueError(f"{path} is {digests.kind_of(os.lstat(path).st_mode)}, not a "
+                             f"regular file")
         try:
-            data = read_json(mdir / CURRENT_FILE)
+            data = read_json(path)
         except (FileNotFoundError, NotADirectoryError):
             return None
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -454,7 +693,8 @@ class Registry:
             raise ValueError(f"{mdir / CURRENT_FILE} cannot be read: {e}") from None
         version = data.get("version") if isinstance(data, dict) else None
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise ValueError(f"{mdir / CURRENT_FILE} has no valid 'version': {data!r}")
+            raise ValueError(f"{mdir / CURRENT_FILE} has no valid 'version' (a whole "
+                             f"number >= 1)")
         return version
 
     def _next_version(self, mdir: Path) -> int:
@@ -543,6 +783,53 @@ class Registry:
             "model_name": name, "version": version, "updated_at": now, "action": action,
             "who": who, "why": why, "previous_version": previous})
         return meta
+
+
+INTACT, UNRECORDED, DAMAGED = "intact", "unrecorded", "damaged"
+
+
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _integrity(vdir: Path, quick: bool = False) -> dict:
+    """A version folder against the digests its meta recorded at publish (see
+    Registry.integrity). A version published before digests were kept is "unrecorded"."""
+    def out(state: str, problems: list[str], content: dict | None = None) -> dict:
+        return {"state": state, "problems": problems,
+                "digest": (content or {}).get("digest"),
+                "files": len((content or {}).get("files") or {})}
+    meta = Registry._read_meta(vdir)
+    if meta is None:
+        return out(DAMAGED, [f"{META_FILE}: missing, unreadable or not a JSON object"])
+    content = meta.get(CONTENT_KEY)
+    if content is None:
+        if not (vdir / SAVED_MODEL_FILE).is_file():
+            return out(DAMAGED, [f"{SAVED_MODEL_FILE}: missing"])
+        return out(UNRECORDED, [])
+    files = content.get("files") if isinstance(content, dict) else None
+    if not (isinstance(files, dict) and files
+            and all(isinstance(f, dict) for f in files.values())):
+        return out(DAMAGED, [f"{META_FILE}: its {CONTENT_KEY!r} record is malformed"])
+    problems = digests.compare(vdir, files, skip=frozenset({META_FILE}), quick=quick)
+    return out(DAMAGED if problems else INTACT, problems, content)
+
+
+def verify_model_dir(model_dir: str | os.PathLike) -> None:
+    """Refuse (ModelTampered) a published version's folder whose files differ from the
+    digests recorded when it was published. For loaders handed a path: a folder with no
+    registry meta, outside a registry, is a plain export and passes."""
+    vdir = Path(model_dir)
+    in_registry = bool(_VERSION_RE.match(vdir.name)) and any(
+        os.path.lexists(vdir.parent / f) for f in (CURRENT_FILE, LOCK_FILE))
+    if not (in_registry or os.path.lexists(vdir / META_FILE)):
+        return
+    found = _integrity(vdir)
+    if found["state"] == DAMAGED:
+        raise ModelTampered(vdir.parent.name, vdir.name, found["problems"], vdir)
 
 
 def _check_expectation(expect: Any) -> int | None | _AnyCurrent:

@@ -5,7 +5,8 @@ runs recorded: the registry version's metadata (a copy of its run's lineage reco
 kept there, so the chain survives clean-up of old run folders) and, failing that, the
 run folder's `lineage/*.json`. Each step of the chain shows its artifact, fingerprint,
 producer (dag, run, task, try), whether it was reused from an earlier run, and its key
-figures.
+figures. The CLI also hashes the version's files against the digests recorded when it was
+published: a model whose files changed since is reported, and the command exits 1.
 """
 from __future__ import annotations
 
@@ -20,8 +21,11 @@ from retrain.common import paths
 from retrain.common.registry import Registry
 
 
-def chain(registry: Registry, model: str, version: int | None = None) -> dict:
-    """The lineage tree of one registry version as nested dicts (`inputs` are children)."""
+def chain(registry: Registry, model: str, version: int | None = None,
+          verify: bool = False) -> dict:
+    """The lineage tree of one registry version as nested dicts (`inputs` are children).
+    `verify`: add "files", the version's files against their digests at publish
+    ({"state": intact | unrecorded | damaged, "problems", "digest", "files"})."""
     version = version if version is not None else registry.current_version(model)
     if version is None:
         raise ValueError(f"model {model!r} has no published version; pass --version N "
@@ -45,6 +49,7 @@ def chain(registry: Registry, model: str, version: int | None = None) -> dict:
         "figures": {k: meta.get("metrics", {}).get(k) for k in ("auc", "log_loss")
                     if isinstance(meta.get("metrics"), dict)},
         "inputs": [_expand(node, by_fp, seen) for node in root_inputs],
+        **({"files": registry.integrity(model, version)} if verify else {}),
     }
 
 
@@ -69,6 +74,14 @@ def render(tree: dict) -> str:
               f"  span      {tree.get('data_span')}"]
     if tree.get("figures"):
         lines.append(f"  metrics   {_figures(tree['figures'])}")
+    files = tree.get("files")
+    if files:
+        lines.append("  files     " + {
+            "intact": f"verified: {files['files']} file(s) as published, digest "
+                      f"{files['digest']}",
+            "unrecorded": "not verifiable: no digests were recorded when it was published",
+        }.get(files["state"], "DAMAGED: they differ from what was published"))
+        lines += [f"            {p}" for p in files.get("problems", [])]
     children = tree.get("inputs", [])
     for i, child in enumerate(children):
         _render_node(child, "", i == len(children) - 1, lines)
@@ -134,7 +147,9 @@ def add_cli(subparsers) -> None:
         description="Print the chain from a registry version (default: the one serving) "
                     "back to the raw log partitions: every artifact with its fingerprint, "
                     "the Airflow run/task/try that made it, reuse of earlier artifacts, "
-                    "key figures and the code version.")
+                    "key figures and the code version. The version's files are hashed "
+                    "against the digests recorded when it was published; exit 1 if they "
+                    "differ.")
     parser.add_argument("model", metavar="MODEL", help="model name, e.g. ctr")
     parser.add_argument("--version", type=int, default=None, metavar="N",
                         help="registry version (default: the published one)")
@@ -148,6 +163,11 @@ def _cmd(args) -> int:
     registry = Registry(args.root or paths.registry_root(paths.artifact_root()))
     if not Path(registry.root, args.model).is_dir():
         raise ValueError(f"no model {args.model!r} in registry {registry.root}")
-    tree = chain(registry, args.model, args.version)
+    tree = chain(registry, args.model, args.version, verify=True)
     sys.stdout.write((json.dumps(tree, indent=2, default=str) if args.json else render(tree)) + "\n")
+    if tree["files"]["state"] == "damaged":
+        print(f"retrain lineage: model {args.model!r} version {tree['name'].rsplit('v', 1)[-1]}"
+              f": its files differ from the digests recorded when it was published",
+              file=sys.stderr)
+        return 1
     return 0

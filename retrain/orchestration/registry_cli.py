@@ -1,4 +1,7 @@
-"""`retrain registry {list,show,rollback,check}`: the operator's view of the model registry.
+"""`retrain registry {list,show,rollback,check,doctor}`: the operator's view of the model
+registry: versions (damaged ones listed as damaged, never hidden), rollback, the
+consistency check that hashes every published file, and the doctor that repairs a damaged
+CURRENT.
 
 Kept apart from `retrain.common.registry` (the store both environments import), so the
 store carries no argument parsing or table formatting.
@@ -15,11 +18,11 @@ from retrain.common.registry import Registry, default_who
 
 
 def add_cli(subparsers) -> None:
-    """Register `retrain registry {list,show,rollback,check}`."""
+    """Register `retrain registry {list,show,rollback,check,doctor}`."""
     root_help = ("registry root (default: $RETRAIN_HOME/registry, or ./var/registry when "
                  "RETRAIN_HOME is unset)")
     parser = subparsers.add_parser(
-        "registry", help="list, inspect, roll back and check published models",
+        "registry", help="list, inspect, roll back, check and repair published models",
         description="The on-disk model registry (a TF Serving model base path): one "
                     "numbered directory per version, CURRENT naming the published one.")
     parser.add_argument("--root", default=None, help=root_help)
@@ -33,7 +36,9 @@ def add_cli(subparsers) -> None:
         return p
 
     p = action("list", "table of versions (all models, or one): stage, created, span, "
-                       "run id, metrics, gate outcome", _cmd_list)
+                       "run id, metrics, gate outcome; a damaged version (unreadable "
+                       "metadata, files missing or of another size than published) is listed "
+                       "as DAMAGED; exit 1 if anything is damaged", _cmd_list)
     p.add_argument("model", nargs="?", metavar="MODEL", help="model name (default: all)")
 
     p = action("show", "print a version's metadata as JSON (default: the published one)",
@@ -53,8 +58,24 @@ def add_cli(subparsers) -> None:
     p.add_argument("--who", default=None, metavar="NAME",
                    help="who is rolling back (default: $USER or 'unknown')")
 
-    p = action("check", "report consistency problems; exit 1 if any", _cmd_check)
+    p = action("check", "report consistency problems, hashing every version's files "
+                        "against the digests recorded when it was published; exit 1 if any",
+               _cmd_check)
     p.add_argument("model", nargs="?", metavar="MODEL", help="model name (default: all)")
+
+    p = action("doctor", "list damaged versions (unreadable metadata, missing, added or "
+                         "changed files) and a damaged CURRENT; with --repair, point CURRENT "
+                         "at the newest intact published version (the damaged file is kept "
+                         "beside it) and mark damaged versions; nothing is deleted. Exit 1 "
+                         "while anything is damaged and not repaired", _cmd_doctor)
+    p.add_argument("model", nargs="?", metavar="MODEL", help="model name (default: all)")
+    p.add_argument("--repair", action="store_true",
+                   help="repair CURRENT and mark damaged versions (default: report only)")
+    p.add_argument("--why", default=None, metavar="TEXT",
+                   help="reason kept in CURRENT and the history (default: 'registry doctor "
+                        "--repair')")
+    p.add_argument("--who", default=None, metavar="NAME",
+                   help="who is repairing (default: $USER or 'unknown')")
 
 
 def _registry(args) -> Registry:
@@ -120,28 +141,48 @@ def _cmd_list(args) -> int:
     names = _model_names(reg, args)
     if not names:
         return 0
+    damaged_any = False
     for i, name in enumerate(names):
-        versions = reg.list_versions(name)
-        current = reg.current_version(name)
+        entries = reg.inventory(name, quick=True)
+        try:
+            current, pointer_problem = reg.current_version(name), None
+        except ValueError as e:   # a damaged CURRENT: the versions are still listed
+            current, pointer_problem = None, str(e)
         if i:
             print()
-        print(f"model {name}  (current: {current if current is not None else 'none'}, "
-              f"{len(versions)} version(s), {reg.root / name})")
+        shown = "DAMAGED" if pointer_problem else (current if current is not None else "none")
+        print(f"model {name}  (current: {shown}, {len(entries)} version(s), {reg.root / name})")
+        metas = [e["meta"] for e in entries if e["meta"] is not None]
         # The family's headline metrics, as its push recorded them (older entries: AUC and
         # log loss, what every family published then).
-        headline = next((m["headline"] for m in reversed(versions)
+        headline = next((m["headline"] for m in reversed(metas)
                          if isinstance(m.get("headline"), list)), ["auc", "log_loss"])
         rows = [["VERSION", "STAGE", "CREATED", "SPAN", "RUN_ID",
                  *(str(h).upper() for h in headline), "GATE"]]
-        for m in versions:
-            marker = "*" if m.get("version") == current else ""
-            rows.append([f"{m.get('version')}{marker}", str(m.get("stage")),
+        notes = [f"CURRENT: {pointer_problem}"] if pointer_problem else []
+        for e in entries:
+            m = e["meta"] or {}
+            marker = "*" if e["version"] == current else ""
+            damaged = e["state"] == "damaged"
+            stage = "DAMAGED" if damaged else str(m.get("stage"))
+            rows.append([f"{e['version']}{marker}", stage,
                          _fmt_created(m.get("created_at")), _fmt_span(m.get("data_span")),
                          str(m.get("run_id") or "-"),
                          *(_fmt_metric(m.get("metrics"), h) for h in headline),
                          _fmt_gate(m.get("gate"))])
+            if damaged:
+                was = f" (was {m['stage']})" if m.get("stage") else ""
+                notes += [f"version {e['version']}{was}: {p}" for p in e["problems"]]
         print(_table(rows))
-    return 0
+        for line in notes:
+            print(f"  damaged: {line}")
+        if notes:
+            print(f"  `retrain registry doctor {name}` checks every file; `--repair` "
+                  f"restores a consistent CURRENT")
+        # Damage doctor has marked is known and out of use; anything else needs a person.
+        damaged_any = damaged_any or bool(pointer_problem) or any(
+            e["state"] == "damaged" and not e["marked"] for e in entries)
+    return 1 if damaged_any else 0
 
 
 def _cmd_show(args) -> int:
@@ -159,7 +200,10 @@ def _cmd_show(args) -> int:
 
 def _cmd_rollback(args) -> int:
     reg = _registry(args)
-    previous = reg.current_version(args.model) if args.model in reg.models() else None
+    try:
+        previous = reg.current_version(args.model) if args.model in reg.models() else None
+    except ValueError:   # a damaged CURRENT: `--to VERSION` repairs it
+        previous = "a damaged CURRENT"
     meta = reg.rollback(args.model, args.to_version, who=args.who or default_who(),
                         why=args.why)
     print(f"model {args.model}: version {meta['version']} is now published "
@@ -186,3 +230,40 @@ def _cmd_check(args) -> int:
             print(f"  warning: {line}")
     return 1 if bad else 0
 
+
+
+def _cmd_doctor(args) -> int:
+    reg = _registry(args)
+    names = _model_names(reg, args)
+    bad = False
+    for name in names:
+        report = reg.doctor(name, repair=args.repair, who=args.who or default_who(),
+                            why=args.why)
+        pointer = report["current"]
+        damaged = [v for v in report["versions"] if v["state"] == "damaged"]
+        state = {"ok": f"CURRENT names version {pointer['version']}",
+                 "none": "nothing published"}.get(pointer["state"],
+                                                   f"CURRENT {pointer['problem']}")
+        print(f"model {name}: {state}; {len(report['versions'])} version(s), "
+              f"{len(damaged)} damaged")
+        for v in report["versions"]:
+            if v["state"] == "damaged":
+                mark = ", marked" if v["marked"] else ""
+                print(f"  damaged: version {v['version']} ({v['stage'] or 'no stage'}{mark})")
+                for problem in v["problems"]:
+                    print(f"    {problem}")
+            elif v["state"] == "unrecorded":
+                print(f"  unverified: version {v['version']}: no digests recorded (published "
+                      f"before they were kept)")
+        for line in report["actions"]:
+            print(f"  repaired: {line}")
+        for line in report["unresolved"]:
+            print(f"  unresolved: {line}")
+        if not args.repair and pointer["state"] not in ("ok", "none"):
+            target = report["target"]
+            print("  `--repair` " + (f"points CURRENT at version {target}" if target else
+                                     "finds no intact version to point CURRENT at"))
+        unmarked = [v for v in damaged if not v["marked"]]
+        bad = bad or pointer["state"] not in ("ok", "none") or bool(unmarked) \
+            or bool(report["unresolved"])
+    return 1 if bad else 0
