@@ -199,19 +199,22 @@ MAX_BATCH_BYTES = 64 << 20
 _SAMPLE_CHARS = 2048   # a rejected record's text is kept up to this length
 
 
-def window_files(raw_root: str | Path, span: dt.date, days: int,
-                 exclude=()) -> dict[dt.date, list[str]]:
+def window_files(raw_root: str | Path, span: dt.date, days: int, exclude=(),
+                 max_parts: int = RecordLimits().max_parts_per_day) -> dict[dt.date, list[str]]:
     """Input parts (Parquet or JSONL, by extension) per day of the window; a missing or
-    unfinished day is an error. Goes through Beam's FileSystems, so gs://, s3://, hdfs://
-    roots work the same as local folders."""
+    unfinished day is an error, so is a day of more than `max_parts` parts. Goes through
+    Beam's FileSystems, so gs://, s3://, hdfs:// roots work the same as local folders (a
+    local day folder linked out of the root is refused before it is listed)."""
     files: dict[dt.date, list[str]] = {}
     for day in window(span, days, exclude):
         day_dir = paths.partition(raw_root, day)
         if not FileSystems.exists(f"{day_dir}/_SUCCESS"):
             raise FileNotFoundError(f"span {day} is not complete: no {day_dir}/_SUCCESS")
+        rawfiles.check_day(day_dir, raw_root)
         matched = FileSystems.match([f"{day_dir}/part-*"])[0].metadata_list
         parts = sorted(m.path for m in matched
                        if m.path.endswith(PARQUET_SUFFIXES + JSONL_SUFFIXES))
+        rawfiles.check_count(day_dir, len(parts), max_parts)
         if not parts:
             raise rawfiles.NoParts(f"span {day} has no part-*.parquet or part-*.jsonl[.gz] "
                                     f"files in {day_dir}")
@@ -988,7 +991,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     cfg = feature_config.load_for(args.feature_config)
     layout = RawLayout.of(cfg)
     preprocessing_fn = make_preprocessing_fn(cfg)
-    files = window_files(args.raw_root, args.span, args.window_days, args.exclude_spans)
+    files = window_files(args.raw_root, args.span, args.window_days, args.exclude_spans,
+                         cfg.validation.record_limits().max_parts_per_day)
     # Refuses symlinks out of the root and empty parts; checked again after the read.
     inputs = rawfiles.snapshot([f for parts in files.values() for f in parts], args.raw_root)
     options = runner.JobOptions(beam_args)

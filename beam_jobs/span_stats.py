@@ -488,12 +488,12 @@ def kmv_overlap(a_hex: list[str], b_hex: list[str], k: int) -> float | None:
 def work_items(span_dir: Path, limits: RecordLimits = RecordLimits()) -> list[tuple[str, int]]:
     """(part, row group) for Parquet parts; (part, -1) for JSONL parts, read whole. A
     Parquet part whose footer declares more than `max_part_bytes` is refused here."""
-    from beam_jobs.preprocess_ctr import JSONL_SUFFIXES
-    jsonl = sorted(p for p in span_dir.glob("part-*") if p.name.endswith(JSONL_SUFFIXES))
-    parts = sorted(span_dir.glob(PART_GLOB))
-    if not parts and not jsonl:
-        raise rawfiles.NoParts(f"no {PART_GLOB} or part-*.jsonl[.gz] files in {span_dir}")
-    rawfiles.snapshot([*jsonl, *parts], span_dir.parent)   # refuse before reading
+    from beam_jobs.preprocess_ctr import JSONL_SUFFIXES, PARQUET_SUFFIXES
+    # Refused before reading: a link out of the root, a FIFO, too many parts, none.
+    found = rawfiles.list_parts(span_dir, PARQUET_SUFFIXES + JSONL_SUFFIXES, span_dir.parent,
+                                max_parts=limits.max_parts_per_day)
+    jsonl = [p for p in found if p.name.endswith(JSONL_SUFFIXES)]
+    parts = [p for p in found if not p.name.endswith(JSONL_SUFFIXES)]
     items = [(str(p), -1) for p in jsonl]
     for p in parts:
         try:
@@ -587,6 +587,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
         items += [(span, *item) for item in found]
         inputs.update(rawfiles.snapshot(sorted({p for p, _ in found}), Path(span_dir).parent))
     t0 = time.perf_counter()
+    log.info("span stats: %d span(s), %d part file(s), %.1f MB, %d work item(s)", len(spans),
+             len(inputs), sum(size for size, _ in inputs.values()) / 1e6, len(items))
     with runner.pipeline(options) as pipeline:
         build(pipeline, spans, cfg, items)
     try:
@@ -595,6 +597,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
         for _, output_dir in spans.values():
             shutil.rmtree(output_dir, ignore_errors=True)
         raise
+    _write_empty(spans, cfg)
     seconds = time.perf_counter() - t0
     rows = {span: json.loads((Path(out) / STATS_FILE).read_text())["rows"]
             for span, (_, out) in spans.items()}
@@ -608,6 +611,23 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
         summary.update(next(iter(summary.pop("spans").values())))
     log.info("span stats: %d span(s), %d rows in %.1fs", len(spans), total, seconds)
     return summary
+
+
+def _write_empty(spans: dict[str, tuple[str, str]], cfg: StatsConfig) -> None:
+    """Statistics of 0 rows for each span the pipeline wrote none for: a span whose parts
+    hold no row (a Parquet part with a schema and no row group) gives the combiner no
+    input, so no output; its validation must then fail its rules (row count, schema) and
+    quarantine it, not look for a file that was never written."""
+    from retrain.common.atomic import atomic_dir, write_json
+
+    for span_dir, output_dir in spans.values():
+        if (Path(output_dir) / STATS_FILE).is_file():
+            continue
+        stats, sample = finalize(Partial(), cfg, span_dir)
+        log.info("span stats: %s holds no row", Path(span_dir).name)
+        with atomic_dir(output_dir) as tmp:
+            pq.write_table(sample, tmp / SAMPLE_FILE)
+            write_json(tmp / STATS_FILE, stats)
 
 
 def _outputs(span_dirs: list[str], output_dir: str) -> dict[str, tuple[str, str]]:

@@ -206,13 +206,10 @@ def delivered_days(raw_root: str | Path, n: int) -> list[Path]:
 
 
 def _parts(day_dir: Path) -> list[Path]:
+    """The day's parts, checked like every reader's (`rawfiles.list_parts`: regular files
+    inside the raw root, at most the default parts per day): no config exists yet."""
     from retrain.common import rawfiles
-    parts = sorted(p for p in day_dir.glob("part-*") if p.name.endswith(PARQUET + JSONL))
-    if not parts:
-        raise FileNotFoundError(f"day {day_dir} has no part-*.parquet or part-*.jsonl[.gz] "
-                                "files")
-    rawfiles.snapshot(parts, day_dir.parent)   # a symlink out of the root is refused
-    return parts
+    return rawfiles.list_parts(day_dir, PARQUET + JSONL, day_dir.parent)
 
 
 def _rows(part: Path, day: Day, arrow: dict):

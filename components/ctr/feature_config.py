@@ -205,7 +205,7 @@ class Validation:
         """The part and record limits the readers enforce."""
         return record_limits.RecordLimits(
             *(int(self.threshold(n)) for n in ("max_part_bytes", "max_value_bytes",
-                                               "max_depth")))
+                                               "max_depth", "max_parts_per_day")))
 
     def to_dict(self) -> dict:
         out = {"thresholds": dict(self.thresholds),
@@ -714,9 +714,10 @@ THRESHOLDS = {
     "max_part_bytes": record_limits.DEFAULT_MAX_PART_BYTES,   # decompressed, per part
     "max_value_bytes": record_limits.DEFAULT_MAX_VALUE_BYTES,  # per string value
     "max_depth": record_limits.DEFAULT_MAX_DEPTH,              # nesting of a record
+    "max_parts_per_day": record_limits.DEFAULT_MAX_PARTS_PER_DAY,  # part files of a day
 }
 _INT_THRESHOLDS = ("min_rows", "max_rows", "history_days", "max_part_bytes",
-                   "max_value_bytes", "max_depth")
+                   "max_value_bytes", "max_depth", "max_parts_per_day")
 _SHARE_THRESHOLDS = ("min_label_rate", "max_label_rate", "max_null_rate",
                      "max_null_rate_increase", "max_duplicate_rate", "max_previous_overlap",
                      "max_rejected_rate")

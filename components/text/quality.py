@@ -128,7 +128,8 @@ def _unknown_tokens(cfg, raw_root: str, span: str, window_days: int) -> dict:
     from components.text import rawdata
     from components.text.validate import unknown_token_check
 
-    rows = [r for part in rawdata.span_parts(Path(paths.partition(raw_root, span)))
+    rows = [r for part in rawdata.span_parts(Path(paths.partition(raw_root, span)),
+                                             limits=cfg.validation.record_limits())
             for r in rawdata.read_rows(part, cfg.validation.record_limits())]
     return unknown_token_check(cfg, [cfg.text_of(r) for r in rows])
 

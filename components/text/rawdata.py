@@ -32,21 +32,20 @@ def badly_encoded(text: str | None) -> bool:
     return bool(text) and _BAD_CHARS.search(text) is not None
 
 
-def span_parts(span_dir: str | Path, require_marker: bool = True) -> list[Path]:
-    """The span's readable part files; a missing folder, marker or part is an error."""
+def span_parts(span_dir: str | Path, require_marker: bool = True,
+               limits: RecordLimits = RecordLimits()) -> list[Path]:
+    """The span's readable part files; a missing folder, marker or part is an error, and
+    so (bad data, `rawfiles.list_parts`) is a part that is not a regular file (a FIFO, a
+    folder), one or a day folder linked out of the raw root (the span's parent), an
+    empty one, or more parts than `limits.max_parts_per_day`."""
     span_dir = Path(span_dir)
     if not span_dir.is_dir():
         raise FileNotFoundError(f"span directory does not exist: {span_dir}")
     if require_marker and not (span_dir / SUCCESS_MARKER).exists():
         raise FileNotFoundError(f"span {span_dir} has no {SUCCESS_MARKER} marker: refusing to "
                                 "read a partial span")
-    parts = sorted(p for p in span_dir.glob("part-*")
-                   if p.is_file() and p.name.endswith(PARQUET_SUFFIXES + JSONL_SUFFIXES))
-    if not parts:
-        raise rawfiles.NoParts(f"span {span_dir} has no part-*.parquet or part-*.jsonl[.gz] "
-                                "files")
-    rawfiles.snapshot(parts, span_dir.parent)   # UnsafeInput: outside the root, empty
-    return parts
+    return rawfiles.list_parts(span_dir, PARQUET_SUFFIXES + JSONL_SUFFIXES, span_dir.parent,
+                               max_parts=limits.max_parts_per_day)
 
 
 def read_rows(part: str | Path, limits: RecordLimits = RecordLimits()) -> list[dict]:

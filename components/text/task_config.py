@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from retrain.common.errors import ConfigError
-from retrain.common.record_limits import RecordLimits
+from retrain.common.record_limits import DEFAULT_MAX_PARTS_PER_DAY, RecordLimits
 from retrain.common.run_inputs import (key_text, number_text, read_config_file, what,
                                           word_text, words_text)
 
@@ -81,9 +81,11 @@ class Validation:
     max_part_bytes: int = 256 << 20       # decompressed, per part
     max_value_bytes: int = 1 << 20        # per string (a text may be a long document)
     max_depth: int = 32                   # nesting of a record
+    max_parts_per_day: int = DEFAULT_MAX_PARTS_PER_DAY   # part files of a day
 
     def record_limits(self) -> RecordLimits:
-        return RecordLimits(self.max_part_bytes, self.max_value_bytes, self.max_depth)
+        return RecordLimits(self.max_part_bytes, self.max_value_bytes, self.max_depth,
+                            self.max_parts_per_day)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 from retrain.common import quarantine
+from retrain.common.rawfiles import PROGRESS_SECONDS
 from retrain.common.atomic import atomic_dir, write_json
 from retrain.common.errors import BadData, ValidationFailed
 from retrain.common.jsonable import jsonable as _jsonable
@@ -103,7 +104,12 @@ def _read_span(parts: list[Path], cfg: T.TextConfig):
     import pandas as pd
 
     rows, diffs, cols, not_text = [], [], None, {}
-    for part in parts:
+    t0 = last = time.perf_counter()
+    for n, part in enumerate(parts, 1):
+        if time.perf_counter() - last > PROGRESS_SECONDS:   # a long read says where it is
+            last = time.perf_counter()
+            log.info("read %d of %d parts (%d rows) in %.0f s", n - 1, len(parts), len(rows),
+                     last - t0)
         raw = rawdata.read_rows(part, cfg.validation.record_limits())
         part_cols = sorted(rawdata.columns_of(raw))
         if cols is None:
@@ -224,10 +230,12 @@ def run(spec: TextValidateSpec, session: GxSession | None = None) -> dict:
     check_override(spec.override_reason)
     cfg = T.load_for(spec.text_config)
     span_dir = Path(spec.span_dir)
-    parts = rawdata.span_parts(span_dir, spec.require_success_marker)
     t0 = time.perf_counter()
-    import_gx()
     try:
+        # Refused before any read: no part, too many, a FIFO, a link out of the root.
+        parts = rawdata.span_parts(span_dir, spec.require_success_marker,
+                                   cfg.validation.record_limits())
+        import_gx()
         df, missing, schema_diffs, not_text = _read_span(parts, cfg)
     except BadData as e:   # a part the reader refused (limits, broken JSON): no retry mends it
         quarantine.refuse_unreadable(spec.quarantine_dir, span_dir, spec.run_id, e)

@@ -11,11 +11,13 @@ import os
 from pathlib import Path
 
 from retrain.common.atomic import read_json, write_json
-from retrain.common.rawfiles import CorruptPart, UnsafeInput
+from retrain.common.rawfiles import CorruptPart, NoParts, TooManyParts, UnsafeInput
 from retrain.common.record_limits import PartTooLarge
 
-# Parts that cannot be data at all: their span is quarantined like one that failed a rule.
-UNREADABLE = (PartTooLarge, UnsafeInput, CorruptPart)
+# Parts that cannot be data at all, and days marked complete that hold no part or more
+# parts than their limit: the span is quarantined like one that failed a rule.
+UNREADABLE = (PartTooLarge, UnsafeInput, CorruptPart, NoParts, TooManyParts)
+_DAY_LEVEL = (NoParts, TooManyParts)
 
 
 def _now() -> str:
@@ -52,11 +54,13 @@ def settle(quarantine_dir: str | None, *, span: str, span_dir: str, gate: str,
 def refuse_unreadable(quarantine_dir: str | None, span_dir, run_id: str | None,
                       error: BaseException) -> dict | None:
     """Quarantine a span whose parts could not be read as data (a part over its size
-    limit, a symlink out of the raw root, a corrupt file): no report exists, the marker
-    carries the reader's message, which names the file and the limit, never content."""
+    limit, a symlink out of the raw root, a FIFO, a corrupt file, no part at all, too many
+    parts): no report exists, the marker carries the reader's message, which names the
+    file or day and the limit, never content."""
     span_dir = Path(span_dir)
+    what = "unreadable day" if isinstance(error, _DAY_LEVEL) else "unreadable part"
     return settle(quarantine_dir, span=span_dir.name, span_dir=str(span_dir), gate="failed",
-                  run_id=run_id, failed=[f"unreadable part: {error}"], report=None)
+                  run_id=run_id, failed=[f"{what}: {error}"], report=None)
 
 
 def is_quarantined(quarantine_dir: str | os.PathLike, span: str) -> bool:

@@ -11,7 +11,11 @@ memory stays bounded whatever the part expands to:
 - `max_value_bytes`: bytes of one value (a string, or an unknown field's JSON); a record
   holding a longer one is rejected (`oversize_value`) and counted against the reject budget;
 - `max_depth`: nesting of lists and objects in a record; a deeper one is rejected
-  (`too_deep`).
+  (`too_deep`);
+- `max_parts_per_day`: part files in one day's folder; past it the day is refused before
+  any part is opened (`retrain.common.rawfiles.TooManyParts`), the span quarantined. A
+  real producer writes one part per writer task (tens, a few hundred at most); 50,000
+  one-row parts is a broken export (or an attack) that would take hours to validate.
 
 Stdlib only: the Beam jobs and the Airflow side both import it.
 """
@@ -29,6 +33,8 @@ DEFAULT_MAX_PART_BYTES = 8 << 30
 DEFAULT_MAX_VALUE_BYTES = 64 << 10
 # Raw logs are flat records (lists of strings at most); 32 levels is generous.
 DEFAULT_MAX_DEPTH = 32
+# Spark's default shuffle writes 200 parts; a few hundred is what real exports hold.
+DEFAULT_MAX_PARTS_PER_DAY = 1000
 
 # A lone UTF-16 surrogate cannot be encoded as UTF-8 and NUL ends strings in C
 # libraries: either in a value is invalid text. JSON can carry both only as \u escapes.
@@ -51,6 +57,7 @@ class RecordLimits:
     max_part_bytes: int = DEFAULT_MAX_PART_BYTES
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
     max_depth: int = DEFAULT_MAX_DEPTH
+    max_parts_per_day: int = DEFAULT_MAX_PARTS_PER_DAY
 
     def check_part_bytes(self, path, n_bytes: int, line: int | None = None) -> None:
         """PartTooLarge once a part's decompressed bytes pass the limit."""

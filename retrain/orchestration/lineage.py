@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable
 from retrain.orchestration import custody
 from retrain.common.atomic import read_json, write_json
 from retrain.common.version import code_fingerprint, code_version
-from retrain.common import paths
+from retrain.common import paths, rawfiles
 
 log = logging.getLogger("retrain.lineage")
 
@@ -75,6 +75,12 @@ def raw_span_ref(day_dir: str | os.PathLike) -> dict:
             figures = {k: info[k] for k in ("rows", "click_rate", "created_at") if k in info}
         except ValueError:
             pass
+    # Before any byte is hashed: a day folder linked out of the raw root (its parent), or
+    # a file in it that is no regular file (a FIFO would make the hash wait forever) or
+    # links out of the root, is refused from its stat, unopened (UnsafeInput).
+    if day_dir.exists():
+        rawfiles.check_day(day_dir)
+        rawfiles.check_files(custody.data_files(day_dir), day_dir.parent)
     data = custody.content(day_dir)
     return {"name": day_dir.name, "type": "raw_span", "uri": f"file://{day_dir.resolve()}",
             "fingerprint": data["digest"], "content": data, "figures": figures,
