@@ -39,6 +39,8 @@ from beam_jobs import runner
 from beam_jobs.metrics import counters as beam_counters
 from retrain.common.spans import span_list, window
 from retrain.common import paths
+from retrain.common.errors import refuse_one_class
+from retrain.common.record_limits import RecordLimits
 from components.text import rawdata
 from components.text import task_config as T
 from components.text.formats import EVAL_DIR, SUMMARY_FILE, TRAIN_DIR
@@ -90,13 +92,16 @@ def split_of(key: str, eval_percent: int) -> str:
     return EVAL_DIR if text_hash_percent(key) < eval_percent else TRAIN_DIR
 
 
-def window_files(raw_root: Path, span: dt.date, days: int, exclude=()) -> list[tuple[str, str]]:
-    """(span, part file) for every day of the window; a missing or unfinished day fails."""
+def window_files(raw_root: Path, span: dt.date, days: int, exclude=(),
+                 limits: RecordLimits | None = None) -> list[tuple[str, str]]:
+    """(span, part file) for every day of the window; a missing or unfinished day fails,
+    and a day `rawdata.span_parts` refuses (past `limits.max_parts_per_day`, a part that
+    is no regular file, a link out of the root) is bad data."""
     files = []
     for day in window(span, days, exclude):
         day_dir = Path(paths.partition(raw_root, day))
         try:
-            parts = rawdata.span_parts(day_dir)
+            parts = rawdata.span_parts(day_dir, limits=limits or RecordLimits())
         except FileNotFoundError as e:
             raise type(e)(f"span {day} is not complete: {e}") from None
         files += [(day.isoformat(), str(p)) for p in parts]
@@ -225,7 +230,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
         raise ValueError(f"eval_percent (--eval-percent) must be in 1..99, got {args.eval_percent}")
     cfg = T.load_for(args.text_config)
     labels = cfg.task_labels
-    files = window_files(Path(args.raw_root), args.span, args.window_days, args.exclude_spans)
+    files = window_files(Path(args.raw_root), args.span, args.window_days, args.exclude_spans,
+                         cfg.validation.record_limits())
     inputs = rawfiles.snapshot([p for _, p in files], args.raw_root)
     options = runner.JobOptions(beam_args)
     options.view_as(SetupOptions).save_main_session = save_main_session
@@ -260,6 +266,11 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
         counters = beam_counters(result, NAMESPACE)
         dups = _read_and_remove(tmp / "_dups.json") or {}
         stats = {s: _read_and_remove(tmp / f"_stats_{s}.json") for s in (TRAIN_DIR, EVAL_DIR)}
+        # A window whose training labels are one class (an override let its days through)
+        # trains nothing: a typed refusal (not retried), and no output is left.
+        refuse_one_class({t: dict(zip(names, stats[TRAIN_DIR]["class_counts"][t]))
+                          for t, names in labels.items()},
+                         f"text preprocessing of the window ending {args.span}")
         summary = {
             "span": args.span.isoformat(),
             "window": sorted({s for s, _ in files}),

@@ -109,8 +109,20 @@ def window_rows(pre: Path, fcfg, use_validation: bool):
             train = split_stats.merge(split_stats.SplitStats(
                 train.rows, train.clicks, dict(train.counts)), held)
             train_globs.append(str(pre / VALIDATION_DIR / "*.tfrecord.gz"))
+        _refuse_one_class(train, fcfg, pre)
         return train, 0, train_globs, None
+    _refuse_one_class(train, fcfg, pre)
     return train, held_rows, train_globs, str(pre / VALIDATION_DIR / "*.tfrecord.gz")
+
+
+def _refuse_one_class(train, fcfg, pre: Path) -> None:
+    """OneClass (bad data, not retried) when every training row has the same label: a
+    validation override can let a day with no click through, but no model learns from
+    it (the AUC it would be judged on is not even defined)."""
+    from retrain.common.errors import refuse_one_class
+    if train.rows:
+        refuse_one_class({fcfg.label: {"0": train.rows - train.clicks, "1": train.clicks}},
+                         f"training window {pre}")
 
 
 def preprocessed_validation_percent(pre: Path) -> int:

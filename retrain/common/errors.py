@@ -36,6 +36,27 @@ class ConfigError(BadData, ValueError):
     """A family config file is wrong; the message lists every problem with its place."""
 
 
+class OneClass(BadData):
+    """A training window's labels (of some task) hold one class only: nothing separates
+    classes, so training is refused before it starts. A validation override can let such
+    days through; a retry cannot mend them, other data can."""
+
+
+def refuse_one_class(class_counts: dict, where: str) -> None:
+    """OneClass naming each task whose labelled rows (`class_counts`: {task: {class name:
+    rows}}) are all of one class; a task with no labelled row is not judged here."""
+    single = {task: next(name for name, n in counts.items() if n > 0)
+              for task, counts in class_counts.items()
+              if sum(1 for n in counts.values() if n > 0) == 1}
+    if single:
+        told = "; ".join(f"{task}: all {sum(class_counts[task].values()):g} labelled rows "
+                         f"are {name!r}" for task, name in sorted(single.items()))
+        raise OneClass(f"{where}: the training window holds one class only ({told}): "
+                       "a model cannot learn to tell classes apart from it; refusing to "
+                       "train (widen the window or fix the export; an override of the "
+                       "validation gate does not make such data trainable)")
+
+
 NOT_RETRYABLE = (BadData, ValueError, TypeError)
 
 
