@@ -80,8 +80,9 @@ def compare(root: str | os.PathLike, recorded: dict, skip: frozenset[str] = froz
         seen.add(rel)
         want = recorded.get(rel)
         if want is None:
-            problems.append(f"{rel}: not among the files recorded when it was published "
-                            f"(added since)")
+            what = "" if stat.S_ISREG(mode) else f"is {kind_of(mode)}, "
+            problems.append(f"{rel}: {what}not among the files recorded when it was "
+                            f"published (added since)")
             continue
         if not stat.S_ISREG(mode):
             problems.append(f"{rel}: is {kind_of(mode)}, not the regular file published")

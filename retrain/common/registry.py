@@ -488,8 +488,9 @@ class Registry:
                             if v not in marks]
                 actions += [f"unmarked version {v}: it verifies again" for v in sorted(marks)
                             if v not in damaged and v in versions]
-            for row in report["versions"]:
+            for row in report["versions"]:   # as they are now, after the repair
                 row["marked"] = row["state"] == DAMAGED
+                row["stage"] = (self._read_meta(versions[row["version"]]) or {}).get("stage")
             report["current"] = self._diagnose_current(
                 mdir, versions, found, {v: self._read_meta(d) for v, d in versions.items()})
             return report

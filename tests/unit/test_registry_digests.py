@@ -327,3 +327,29 @@ def test_a_damaged_current_is_never_echoed(reg, model):
     assert all(o.returncode != 0 for o in outs)
     assert all("CURRENT has no valid 'version'" in o.stdout + o.stderr for o in outs)
     no_echo(*(o.stdout + o.stderr for o in outs))
+
+
+def test_a_folder_swapped_for_a_link_and_special_registry_files_never_hang(reg, model, tmp_path):
+    """`variables/` replaced by a link to an identical copy elsewhere; a FIFO as a meta file
+    and as CURRENT: each named within seconds, and the doctor repairs around them."""
+    import shutil
+
+    mdir = three_versions(reg, model)
+    copy = tmp_path / "elsewhere"
+    shutil.copytree(mdir / "3" / "variables", copy)
+    shutil.rmtree(mdir / "3" / "variables")
+    (mdir / "3" / "variables").symlink_to(copy)
+    (mdir / "2" / "retrain_meta.json").unlink()
+    os.mkfifo(mdir / "2" / "retrain_meta.json")
+    (mdir / "CURRENT").unlink()
+    os.mkfifo(mdir / "CURRENT")
+    started = time.monotonic()
+    assert reg.integrity("ctr", 3)["problems"][0] == (
+        "variables: is a symbolic link, not among the files recorded when it was published "
+        "(added since)")
+    out = retrain("registry", "--root", str(reg.root), "doctor", "ctr", "--repair", timeout=30)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "CURRENT, which is a FIFO, not a regular file, now names version 1" in out.stdout
+    assert "damaged: version 3 (archived, marked)" in out.stdout
+    assert time.monotonic() - started < 20
+    assert reg.current_version("ctr") == 1 and reg.check("ctr") == []
