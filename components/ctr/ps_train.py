@@ -234,8 +234,23 @@ def task_role() -> tuple[str | None, int]:
         raise ValueError(f"TF_CONFIG is not valid: {e}: {raw[:200]}") from e
 
 
+def ensure_inter_op_threads() -> None:
+    """At least 2 inter-op threads unless TF_NUM_INTEROP_THREADS says otherwise.
+
+    TensorFlow sizes the pool from the cores this process may run on, so a worker pinned to
+    one core (taskset, a container's cpuset) got a single thread, and its first remote
+    training function never finished (bench/ps_workers.py found it: the chief retried the
+    chunk until its remote-call deadline, then failed the run; with 2 threads on the same
+    core it trains) - most likely the function waits on the worker's input iterator while
+    the input pipeline needs a thread of that pool. Must run before the server starts."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if (cores or 1) < 2:
+        os.environ.setdefault("TF_NUM_INTEROP_THREADS", "2")
+
+
 def serve() -> int:
     """Run this process's parameter-server or worker gRPC server until killed."""
+    ensure_inter_op_threads()
     import tensorflow as tf
     role, index = task_role()
     if role not in SERVER_ROLES:
