@@ -235,7 +235,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     if not isinstance(days, list) or not days or not all(isinstance(d, str) for d in days):
         raise ValueError("--day-dirs must be a non-empty JSON list of folders")
     slices = json.loads(args.slices)
-    shards = [(i, part) for i, day in enumerate(days) for part in rawdata.span_parts(day)]
+    cfg = _candidate_config(models)
+    shards = [(i, part) for i, day in enumerate(days) for part in rawdata.span_parts(day, cfg)]
     a = {**vars(args), "span_slice": len(days) > 1}
     topped = [s for s in slices if s not in S.FIXED]
     options = runner.JobOptions(beam_args)

@@ -52,7 +52,10 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
 
 
 def resolve_model(args) -> tuple[str, int | None]:
+    from retrain.common.registry import verify_model_dir
+
     if args.model_dir:
+        verify_model_dir(args.model_dir)   # a registry version by path: checked too
         return args.model_dir, None
     if not args.registry_root:
         raise ValueError("give --model-dir or --registry-root")
@@ -62,7 +65,8 @@ def resolve_model(args) -> tuple[str, int | None]:
     if current is None:
         raise FileNotFoundError(f"model {args.model_name!r} has no published version in "
                                 f"{args.registry_root}")
-    return str(reg.model_path(args.model_name, current["version"])), current["version"]
+    # The published files, checked against their digests at publish (ModelTampered).
+    return str(reg.verified_path(args.model_name, current["version"])), current["version"]
 
 
 class ReadTexts(beam.DoFn):
@@ -126,7 +130,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
 
     args, beam_args = parse_args(argv)
     model_dir, version = resolve_model(args)
-    files = window_files(Path(args.raw_root), args.span, args.window_days)
+    limits = T.from_resolved(model_config(model_dir)).validation.record_limits()
+    files = window_files(Path(args.raw_root), args.span, args.window_days, (), limits)
     options = runner.JobOptions(beam_args)
     options.view_as(SetupOptions).save_main_session = save_main_session
     started = time.time()

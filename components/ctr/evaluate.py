@@ -214,7 +214,10 @@ def run(spec: EvaluateSpec) -> dict:
     from components.ctr import feature_config, rawdata, slices
     from retrain.common import rawfiles
     from retrain.common.atomic import write_json
+    from retrain.common.registry import verify_model_dir
 
+    if spec.baseline_model_dir:   # the published model: its files as published, or refused
+        verify_model_dir(spec.baseline_model_dir)
     # The raw inputs each model takes come from the feature config it was trained with.
     cfg = feature_config.for_model_dir(spec.candidate_model_dir)
     split = split_of(cfg, spec.eval_percent)
@@ -243,7 +246,7 @@ def run(spec: EvaluateSpec) -> dict:
     state = str(out_dir / STATE_FILE)
     # The bytes the job reads are the bytes checked after it: a part rewritten while the
     # job ran (or a link out of the raw root, a FIFO) is refused, never scored.
-    inputs = rawfiles.snapshot([p for d in days for p in rawdata.span_parts(d)],
+    inputs = rawfiles.snapshot([p for d in days for p in rawdata.span_parts(d, cfg)],
                                Path(spec.span_dir).parent)
     job = evaluate_ctr.run(job_argv(spec, days, percent, wanted, truth, state))
     acc = EvalAccumulator.load(state)

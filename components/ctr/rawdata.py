@@ -25,14 +25,17 @@ def _default_config():
     return feature_config.default()
 
 
-def span_parts(span_dir: str | Path) -> list[str]:
-    """A span's raw part files, in name order (what every reader of the span reads)."""
+def span_parts(span_dir: str | Path, cfg=None) -> list[str]:
+    """A span's raw part files, in name order (what every reader of the span reads),
+    checked by `rawfiles.list_parts`: regular files inside the raw root (the span's
+    parent), at most the config's `max_parts_per_day` (default: generated logs')."""
     from beam_jobs.preprocess_ctr import JSONL_SUFFIXES, PARQUET_SUFFIXES
-    parts = sorted(str(p) for p in Path(span_dir).glob("part-*")
-                   if p.name.endswith(PARQUET_SUFFIXES + JSONL_SUFFIXES))
-    if not parts:
-        raise FileNotFoundError(f"no part-*.parquet or part-*.jsonl[.gz] files in {span_dir}")
-    return parts
+    from retrain.common import rawfiles
+    cfg = cfg or _default_config()
+    span_dir = Path(span_dir)
+    return [str(p) for p in rawfiles.list_parts(
+        span_dir, PARQUET_SUFFIXES + JSONL_SUFFIXES, span_dir.parent,
+        max_parts=cfg.validation.record_limits().max_parts_per_day)]
 
 
 def part_batches(part: str, cfg=None, eval_percent: int | None = None,
@@ -53,7 +56,7 @@ def read_span(span_dir: str | Path, cfg=None) -> pa.Table:
     """Every accepted row of a span: the config's raw columns (default: generated logs)."""
     from beam_jobs.preprocess_ctr import RawLayout, batch_schema
     cfg = cfg or _default_config()
-    batches = [b for p in span_parts(span_dir) for b in part_batches(p, cfg)]
+    batches = [b for p in span_parts(span_dir, cfg) for b in part_batches(p, cfg)]
     return pa.Table.from_batches(batches, schema=batch_schema(RawLayout.of(cfg)))
 
 
@@ -68,7 +71,7 @@ def first_eval_rows(span_dir: str | Path, eval_percent: int, n: int, cfg=None) -
     from beam_jobs.preprocess_ctr import RawLayout, batch_schema
     cfg = cfg or _default_config()
     batches, got = [], 0
-    for part in span_parts(span_dir):
+    for part in span_parts(span_dir, cfg):
         for batch in part_batches(part, cfg, eval_percent):
             batches.append(batch.slice(0, n - got))
             got += batches[-1].num_rows
@@ -137,6 +140,9 @@ class Scorer:
 
     def __init__(self, model_dir: str | Path, batch_size: int = 8192):
         import tensorflow as tf
+
+        from retrain.common.registry import verify_model_dir
+        verify_model_dir(model_dir)   # a published version: its files as published
         self._serve = tf.saved_model.load(str(model_dir)).signatures["serving_default"]
         self._batch_size = batch_size
 

@@ -120,6 +120,9 @@ def _refuse_one_class(train, fcfg, pre: Path) -> None:
     validation override can let a day with no click through, but no model learns from
     it (the AUC it would be judged on is not even defined)."""
     from retrain.common.errors import refuse_one_class
+    if fcfg is None:
+        from components.ctr import feature_config
+        fcfg = feature_config.default()
     if train.rows:
         refuse_one_class({fcfg.label: {"0": train.rows - train.clicks, "1": train.clicks}},
                          f"training window {pre}")

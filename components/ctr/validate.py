@@ -33,14 +33,15 @@ import sys
 import time
 from pathlib import Path
 
-from retrain.common import docs_assets, quarantine, rawfiles
+from retrain.common import docs_assets, quarantine, rawfiles, served_files
 from retrain.common.atomic import atomic_dir, read_json, write_json
 from retrain.common.errors import ValidationFailed  # noqa: F401  (raised here)
 from retrain.common.jsonable import jsonable as _jsonable
 from retrain.common.step import main
 from retrain.common.verdict import check_override, decide
 from retrain.common import paths
-from components.gx_session import GxSession, ephemeral_context, import_gx
+from components.gx_session import (GxSession, build_data_docs, docs_run_name,
+                                   ephemeral_context, import_gx)
 from components.ctr.validation_rules import (DOMAINS_SUITE, ERROR, SAMPLE_SUITE,  # noqa: F401
                                          STATS_SUITE, SUITE_VERSION, WARNING, THRESHOLD_FIELDS,
                                          build_suites)
@@ -53,7 +54,7 @@ PART_SUFFIXES = (".parquet", ".jsonl.gz", ".json.gz", ".jsonl", ".json")
 SUMMARY_FILE = "validation.json"
 GX_RESULT_FILE = "gx_result.json"
 STATS_DIR = "stats"
-DOCS_DIR = "data_docs"
+DOCS_DIR = served_files.DATA_DOCS_DIR
 PARTIAL_UNEXPECTED = 10
 
 
@@ -107,7 +108,11 @@ def run(spec: ValidateSpec, *, stats_from: Path | None = None,
     spec = with_thresholds(spec)
     _check_spec(spec)
     span_dir = Path(spec.span_dir)
-    parts = _find_parts(span_dir, spec.require_success_marker)  # fail fast, before imports
+    try:   # fail fast, before imports
+        parts = _find_parts(span_dir, spec.require_success_marker, spec.feature_config)
+    except quarantine.UNREADABLE as e:   # no part, too many, a FIFO, a link out of the root
+        quarantine.refuse_unreadable(spec.quarantine_dir, span_dir, spec.run_id, e)
+        raise
     t0 = time.perf_counter()
     out_dir = Path(spec.out_dir)
     with atomic_dir(out_dir) as tmp:
@@ -242,24 +247,24 @@ def _check_spec(spec: ValidateSpec) -> None:
     check_override(spec.override_reason)
 
 
-def _find_parts(span_dir: Path, require_marker: bool) -> list[Path]:
+def _find_parts(span_dir: Path, require_marker: bool, config: str = "") -> list[Path]:
+    """The span's parts, checked (`rawfiles.list_parts`: regular files inside the raw
+    root, at most the config's `max_parts_per_day`), before anything is read."""
+    from components.ctr import feature_config
+
     if not span_dir.is_dir():
         raise FileNotFoundError(f"span directory does not exist: {span_dir}")
     if require_marker and not (span_dir / SUCCESS_MARKER).exists():
         raise FileNotFoundError(
             f"span {span_dir} has no {SUCCESS_MARKER} marker: the producer has not finished "
             f"writing it (or failed); refusing to validate a partial span")
-    parts = _parts(span_dir)
-    if not parts:
-        present = sorted(p.name for p in span_dir.iterdir())
-        raise rawfiles.NoParts(
-            f"span {span_dir} has no part-*.parquet or part-*.jsonl[.gz] files "
-            f"(found: {present or 'nothing'})")
-    rawfiles.snapshot(parts, span_dir.parent)   # UnsafeInput: outside the root, empty
-    return parts
+    limits = feature_config.load_for(config).validation.record_limits()
+    return rawfiles.list_parts(span_dir, PART_SUFFIXES, span_dir.parent,
+                               max_parts=limits.max_parts_per_day)
 
 
 def _parts(span_dir: Path) -> list[Path]:
+    """Part names only (whether a previous day has any; its statistics job checks them)."""
     return sorted(p for p in span_dir.glob(PART_GLOB) if p.name.endswith(PART_SUFFIXES))
 
 
@@ -378,22 +383,22 @@ def _validate_with_docs(spec, stats, suites, tables, docs_dir: Path, result_form
         "store_backend": {"class_name": "TupleFilesystemStoreBackend",
                           "base_directory": str(docs_dir)},
         "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}})
-    actions = [gx.checkpoint.UpdateDataDocsAction(name="data_docs", site_names=["run"])]
     source = context.data_sources.add_pandas(stats.get("span", "span"))
-    results, pages = {}, {}
-    run_name = spec.run_id or f"validate-{time.strftime('%Y%m%dT%H%M%S')}"
+    results, idents = {}, {}
+    run_name = docs_run_name(spec.run_id or f"validate-{time.strftime('%Y%m%dT%H%M%S')}")
     for name, suite in suites.items():
         batch = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe("all")
         vd = context.validation_definitions.add(gx.ValidationDefinition(
             name=name, data=batch, suite=context.suites.add(suite)))
         cp = context.checkpoints.add(gx.Checkpoint(
-            name=f"{name}_checkpoint", validation_definitions=[vd], actions=actions,
+            name=f"{name}_checkpoint", validation_definitions=[vd], actions=[],
             result_format=result_format))
         res = cp.run(batch_parameters={"dataframe": tables[name]},
                      run_id=RunIdentifier(run_name=run_name))
         for ident, vr in res.run_results.items():
-            results[name] = vr
-            pages[name] = _docs_page(docs_dir, ident)
+            results[name], idents[ident] = vr, name
+    build_data_docs(context, "run", {i: results[n] for i, n in idents.items()})
+    pages = {name: _docs_page(docs_dir, ident) for ident, name in idents.items()}
     _prune_docs(docs_dir)
     online = docs_assets.localize(docs_dir)
     if online:

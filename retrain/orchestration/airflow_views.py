@@ -6,15 +6,18 @@ permissions:
   published version, and links to the files below (the tab shows this page);
 - /retrain/runs/{dag_id}/{run_id}/files/{path}: a file of that run's folder (the
   evaluation report, the Data Docs), read by the API server from RETRAIN_HOME, never a
-  path of the server's disk that the browser names;
+  path of the server's disk that the browser names; its type from its suffix and its
+  Content-Security-Policy from retrain.common.served_files (these pages are served in the
+  Airflow UI's origin and hold values of the training data);
 - /retrain/assets: the newest asset events with their span, version and fingerprint in
   columns (retrain.orchestration.asset_events_view), which Airflow's asset page folds away;
 - /retrain/lineage/{model}/{version}: the chain of `retrain lineage MODEL --version N` as
   a graph (retrain.orchestration.lineage_graph), each artifact a link to
   /retrain/lineage/{model}/{version}/artifacts/{fingerprint}, its own page.
 
-Stdlib + FastAPI + the light registry and lineage modules: the API server must not load
-TensorFlow or Beam.
+Every response carries `X-Content-Type-Options: nosniff` and a Content-Security-Policy
+(the generated pages run no script). Stdlib + FastAPI + the light registry and lineage
+modules: the API server must not load TensorFlow or Beam.
 """
 from __future__ import annotations
 
@@ -26,10 +29,10 @@ from typing import Annotated, Callable
 
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
 from airflow.api_fastapi.core_api.security import requires_access_asset, requires_access_dag
-from fastapi import Depends, FastAPI, HTTPException
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse
 
-from retrain.common import paths
+from retrain.common import paths, served_files, window
 from retrain.common.run_context import CONTEXT_FILE
 from retrain.orchestration import asset_events_view
 from retrain.orchestration.families import FAMILIES
@@ -37,6 +40,16 @@ from retrain.orchestration.ui_routes import PREFIX
 from retrain.orchestration.dag_defaults import home
 
 app = FastAPI(title="retrain run views", docs_url=None, redoc_url=None, openapi_url=None)
+
+
+@app.middleware("http")
+async def page_policy(request: Request, call_next):
+    """Pages built here run no script and nothing is sniffed; a served file's own policy
+    (run_file) is kept."""
+    response = await call_next(request)
+    response.headers.setdefault("Content-Security-Policy", served_files.PAGE_POLICY)
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    return response
 
 
 # Airflow's own check: the logged-in user (the UI's session cookie or a bearer token) may
@@ -89,6 +102,19 @@ def _status_before_push(folder: Path, ctx: dict) -> str:
             "(see the task logs)")
 
 
+def _policy_line(policy: dict) -> str:
+    """The window policy's verdict in a line (retrain.common.window.policy)."""
+    n, allowed = len(policy.get("left_out") or []), policy.get("allowed")
+    limit = (f"{allowed} may be (max_left_out_percent="
+             f"{policy.get('max_left_out_percent')})")
+    if not n:
+        return f"no day left out; {limit}"
+    days = ", ".join(str(i.get("span")) for i in policy["left_out"])
+    return (f"{n} of {policy.get('counted')} day(s) left out ({days}); {limit}: "
+            + ("the run went on without them" if policy.get("ok") else
+               "the run was stopped, nothing was trained on this window"))
+
+
 def _link(href: str, text: str) -> str:
     return f'<a href="{html.escape(href)}">{html.escape(text)}</a>'
 
@@ -102,14 +128,19 @@ def run_page(dag_id: str, run_id: str, folder: Path, events: list[dict] = ()) ->
     rows: list[tuple[str, str]] = [("run", html.escape(run_id)),
                                    ("span", html.escape(span + why))]
     pre = s.get("preprocess") or {}
-    if pre:
-        screen = pre.get("window_screen") or {}
+    # A run the window policy stopped has no summary: its window_policy.json says why.
+    judged = _summary(folder, window.POLICY_FILE)
+    screen = pre.get("window_screen") or judged.get("screen") or {}
+    if pre or screen:
         used = screen.get("used") or [pre.get("span")]
         left_out = screen.get("left_out") or []
         rows.append(("window", html.escape(
             f"{len(used)} day(s): {', '.join(map(str, used))}"
             + (f"; left out: {', '.join(i['span'] + ' (' + i['reason'] + ')' for i in left_out)}"
                if left_out else ""))))
+    policy = pre.get("window_policy") or judged.get("policy") or {}
+    if policy:
+        rows.append(("window policy", html.escape(_policy_line(policy))))
     val = s.get("validation") or {}
     if val:
         rows.append(("validation", html.escape(
@@ -169,7 +200,11 @@ def run_file(dag_id: str, run_id: str, rel: str) -> FileResponse:
     target = (folder / rel).resolve()
     if not target.is_relative_to(folder) or not target.is_file():
         raise HTTPException(404, f"{rel}: no such file in the run's folder")
-    return FileResponse(target)
+    name = target.relative_to(folder).as_posix()
+    kind = served_files.content_type(name)
+    page = (target.read_bytes() if served_files.is_data_docs(name)
+            and kind.startswith("text/html") else None)
+    return FileResponse(target, media_type=kind, headers=served_files.headers(name, page))
 
 
 def _chain(model: str, version: int) -> dict:
