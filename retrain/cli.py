@@ -18,6 +18,7 @@ COMMANDS = [
     "components.text.load",
     "components.text.quality",
     "retrain.orchestration.stack",
+    "retrain.orchestration.settings_cli",
     "retrain.plan",
     "retrain.config_suggest",
     "components.ctr.recommend_cli",

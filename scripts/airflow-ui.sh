@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Serve the Airflow UI + REST API on http://127.0.0.1:8080 with the repo's dags/, in the
-# foreground (Ctrl-C stops every component, in about 5-15 s). Login: user `admin`, password printed below
-# and kept in $AIRFLOW_HOME/simple_auth_manager_passwords.json.generated.
+# foreground (Ctrl-C stops every component, in about 5-15 s). Login: user `admin`, password kept
+# in $AIRFLOW_HOME/simple_auth_manager_passwords.json.generated (mode 600): the script prints
+# that file's path, never the password (it would land in CI and terminal logs).
 #
 #   scripts/airflow-ui.sh              # api-server, scheduler, dag-processor and triggerer
 #   scripts/airflow-ui.sh components   # only api-server + scheduler + dag-processor
@@ -14,11 +15,16 @@
 # (`standalone` is still accepted as a name for the default.)
 #
 # RETRAIN_ADMIN_PASSWORD=... sets the password; otherwise one is generated on first start
-# and reused. Expects a migrated DB (`make airflow-init`).
+# and reused. Expects a migrated DB (`make airflow-init`). Every RETRAIN_* setting is checked
+# first (`retrain settings check`): a bad one stops the script before Airflow starts,
+# named with its rule. `scripts/airflow-ui.sh --check-only` stops after the checks and the
+# password file (what tests/unit/test_ui_secrets.py runs).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/airflow-env.sh
 source scripts/airflow-env.sh
+
+python -m retrain.orchestration.settings_cli check --quiet
 
 mkdir -p "$AIRFLOW_HOME"
 pwfile="$AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"
@@ -33,11 +39,15 @@ with open(sys.argv[1], "w") as f:
 PY
   )
 fi
-password="$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["admin"])' "$pwfile")"
-echo "Airflow UI: http://${AIRFLOW__API__HOST}:${AIRFLOW__API__PORT}/  user: admin  password: ${password}"
-echo "  (password file: $pwfile; the UI answers after about 30-60 s)"
-echo "  REST: curl -s -X POST http://${AIRFLOW__API__HOST}:${AIRFLOW__API__PORT}/auth/token \\"
-echo "          -H 'Content-Type: application/json' -d '{\"username\":\"admin\",\"password\":\"${password}\"}'"
+chmod 600 "$pwfile"     # an older file may have been made with a wider mode
+echo "Airflow UI: http://${AIRFLOW__API__HOST}:${AIRFLOW__API__PORT}/  user: admin  password: in $pwfile (mode 600)"
+echo "  (the UI answers after about 30-60 s)"
+echo "  REST token: python3 -c 'import json,sys; print(json.dumps({\"username\": \"admin\", \"password\": json.load(open(sys.argv[1]))[\"admin\"]}))' \\"
+echo "      '$pwfile' | curl -s -X POST http://${AIRFLOW__API__HOST}:${AIRFLOW__API__PORT}/auth/token \\"
+echo "      -H 'Content-Type: application/json' -d @-"
+if [[ "${1:-}" == "--check-only" ]]; then
+  exit 0
+fi
 
 # Ctrl-C must stop every component. It does not if SIGINT reaches them directly: on
 # SIGINT the scheduler waits forever for its LocalExecutor workers, which ignore SIGINT

@@ -27,6 +27,7 @@ from retrain.common.settings import beam_flags, family_default, settings
 from retrain.common.window import DEFAULT_MAX_LEFT_OUT_PERCENT
 from retrain.orchestration.approval import ModelApproval, approval_params
 from retrain.orchestration.families import Family, resolve
+from retrain.orchestration.timeouts import execution_timeouts
 from retrain.orchestration.dag_defaults import (daily as _daily, home as _home, publish_or_skip,
                                   publish_params, span_params)
 
@@ -115,11 +116,14 @@ def make_dag(family: Family):
     examples_asset = Asset(name=f"{family.name}_transformed_examples",
                            uri=f"file:///retrain/transformed/{family.name}")
     stages = family.stages
+    # Every task may run only so long (retrain.orchestration.timeouts): a hung step is
+    # stopped, its process group ended, and the task retried once, then failed.
+    limit = execution_timeouts()
 
     @dag(dag_id=family.dag_id, **_daily(), tags=list(family.tags), doc_md=family.doc,
          params=family_params(family))
     def daily():
-        @task
+        @task(execution_timeout=limit["resolve_span"])
         def resolve_span(params=None, logical_date=None, dag_run=None, run_id=None) -> dict:
             """Pin the span and the run's artifact folder once; every later task reads them."""
             import logging
@@ -162,7 +166,7 @@ def make_dag(family: Family):
             return ctx
 
         @task.sensor(mode="reschedule", poke_interval=span_poke_seconds(),
-                     timeout=dt.timedelta(days=7))
+                     timeout=dt.timedelta(days=7), execution_timeout=limit["sensor_poke"])
         def wait_for_span(ctx: dict, params=None, ti=None, **context) -> bool:
             """Wait (holding no worker slot) for the producer's _SUCCESS marker of the span.
             The timeout is the `span_timeout_minutes` param (AirflowSensorTimeout: no retry)."""
@@ -274,7 +278,7 @@ def make_dag(family: Family):
             return refs
 
         @task(task_id=family.task_id("validate"), pool=stages["validate"].pool,
-              outlets=[raw_asset])
+              outlets=[raw_asset], execution_timeout=limit["validate"])
         def validate(ctx: dict, params=None, outlet_events=None) -> dict:
             """The family's validation suite; a failed gate quarantines the span and fails
             the task without retry (an override param lets it through, recorded)."""
@@ -422,7 +426,7 @@ def make_dag(family: Family):
             return verdict
 
         @task(task_id=family.task_id("preprocess"), pool=stages["preprocess"].pool,
-              outlets=[examples_asset])
+              outlets=[examples_asset], execution_timeout=limit["preprocess"])
         def preprocess(ctx: dict, validation: dict, params=None, outlet_events=None) -> dict:
             """Beam over the window's days that passed validation (bad data never trains a
             model), if no more were left out than the window policy allows; reused when
@@ -479,7 +483,7 @@ def make_dag(family: Family):
                         f"validation recorded {expected and expected['digest']}")
 
         @task(task_id=family.task_id("train"), pool=stages["train"].pool,
-              inlets=[examples_asset])
+              inlets=[examples_asset], execution_timeout=limit["train"])
         def train(ctx: dict, preprocessed: dict, params=None) -> dict:
             """Train (or fine-tune) on the preprocessed window; a retry resumes from its
             checkpoints where the trainer keeps them. Reused when inputs, code and params
@@ -494,7 +498,7 @@ def make_dag(family: Family):
                              spec=built.spec)
 
         @task.sensor(mode="reschedule", poke_interval=min(span_poke_seconds(), 15.0),
-                     timeout=dt.timedelta(days=1))
+                     timeout=dt.timedelta(days=1), execution_timeout=limit["sensor_poke"])
         def wait_for_turn(ctx: dict, trained: dict, ti=None) -> bool:
             """A publishing run evaluates and publishes after those that finished training
             before it (retrain.orchestration.turns), so overlapping runs never compare with a
@@ -524,7 +528,8 @@ def make_dag(family: Family):
                          ", ".join(waiting))
             return not waiting
 
-        @task(task_id=family.task_id("evaluate"), pool=stages["evaluate"].pool)
+        @task(task_id=family.task_id("evaluate"), pool=stages["evaluate"].pool,
+              execution_timeout=limit["evaluate"])
         def evaluate(ctx: dict, preprocessed: dict, trained: dict, params=None) -> dict:
             """Candidate against the published model on the same held-out rows; the gate's
             verdict is always recomputed (it depends on what is published now)."""
@@ -544,7 +549,7 @@ def make_dag(family: Family):
             result["baseline_version"] = refs[0]["version"] if refs else None
             return result
 
-        @task(outlets=[model_asset])
+        @task(outlets=[model_asset], execution_timeout=limit["push"])
         def push(ctx: dict, validation: dict, preprocessed: dict, trained: dict,
                  evaluation: dict, approval: dict, outlet_events=None, dag_run=None) -> dict:
             """Publish a blessed candidate; a rejected one is recorded and left unpublished.
@@ -574,6 +579,10 @@ def make_dag(family: Family):
         wait_for_turn(ctx, model) >> evaluation
         # A person answers in Required Actions when the run's `approval` param asks for it.
         approve = ModelApproval(task_id="approve", family_name=family.name)
+        # Set after construction: the HITL operator turns an execution_timeout given to it
+        # into its response timeout. This one bounds asking and recording the answer; the
+        # wait for a person is approval_timeout_hours.
+        approve.execution_timeout = limit["approve"]
         evaluation >> approve
         push(ctx, checked, pre, model, evaluation, approve.output)
 

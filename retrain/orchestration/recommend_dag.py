@@ -21,6 +21,7 @@ from airflow.sdk import Asset, Param, dag, task
 from retrain.common.settings import beam_flags, settings
 from retrain.orchestration.dag_defaults import DAILY, home as _home
 from retrain.orchestration.families import Family
+from retrain.orchestration.timeouts import execution_timeouts
 
 DAG_ID = "ctr_daily_recommendations"
 OUTPUT_ASSET = "ctr_recommendations"
@@ -64,12 +65,13 @@ def recommend_params() -> dict[str, Param]:
 def make_recommend_dag(family: Family):
     model_asset = Asset(name=family.model_asset, uri=f"file:///retrain/registry/{family.name}")
     output_asset = Asset(name=OUTPUT_ASSET, uri=f"file:///retrain/recommendations/{family.name}")
+    limit = execution_timeouts()     # retrain.orchestration.timeouts
 
     @dag(dag_id=DAG_ID, schedule=[model_asset], start_date=DAILY["start_date"],
          catchup=False, max_active_runs=1, default_args=DAILY["default_args"],
          tags=[family.name, "recommendations"], doc_md=__doc__, params=recommend_params())
     def recommendations():
-        @task
+        @task(execution_timeout=limit["which_model"])
         def which_model(params=None, triggering_asset_events=None, dag_run=None) -> dict:
             """The version to score with and its span: the param, the publish that
             triggered the run, or the registry's current version."""
@@ -102,7 +104,7 @@ def make_recommend_dag(family: Family):
                     "run_dir": str(paths.run_dir(Path(home), OUTPUT_ASSET, meta["data_span"],
                                                  dag_run.run_id))}
 
-        @task(outlets=[output_asset])
+        @task(outlets=[output_asset], execution_timeout=limit["recommend"])
         def recommend(model: dict, params=None, outlet_events=None) -> dict:
             """Score every active user against the pool; commit the dated partition."""
             from airflow.sdk.exceptions import AirflowFailException
@@ -144,7 +146,7 @@ def make_recommend_dag(family: Family):
                 "fingerprint": result["artifact"]["fingerprint"]}
             return {"output_dir": result["output_dir"], "day": day, "raw_root": raw_root}
 
-        @task
+        @task(execution_timeout=limit["check_quality"])
         def check_quality(model: dict, recs: dict) -> dict:
             """Precision/recall@K against the clicks of the day the lists were for."""
             from airflow.sdk.exceptions import AirflowSkipException

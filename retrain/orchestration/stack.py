@@ -10,7 +10,9 @@ requirements-airflow.lock); tasks hand their steps to the ML environment's inter
 (RETRAIN_STEP_PYTHON). Everything the stack starts is recorded by PID in its state folder
 and stopped by `down`. Needs root (network namespaces; CI runs as root).
 
-    retrain stack up [--root var/stack]   # prints the UI's address and the admin password
+    retrain stack up [--root var/stack]   # prints the UI's address and the admin password's
+                                          # file (never the password: it would land in CI
+                                          # and terminal logs)
                                           # (also `python -m retrain.orchestration.stack up`: Airflow's
                                           # environment has no console script of ours)
     retrain stack status
@@ -18,7 +20,10 @@ and stopped by `down`. Needs root (network namespaces; CI runs as root).
 
 Secrets (database and broker passwords, fernet key, JWT and session secrets, the admin
 password) are generated into `<root>/secrets/` (mode 600) and reach Airflow through its
-`_CMD` settings, so no secret is in an environment value, the repo or a task log.
+`_CMD` settings, so no secret is in an environment value, the repo, a task log or the
+stack's own output. Before anything starts, every RETRAIN_* setting the Airflow processes
+will get is checked (`retrain settings check` in Airflow's environment): a bad one stops
+`up` with the variable named.
 Stdlib only.
 """
 from __future__ import annotations
@@ -40,6 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from retrain.common.atomic import pid_alive
+from retrain.common.errors import ConfigError
 from retrain.common.netns import Network, NetworkError, exec_prefix
 from retrain.common.settings import settings
 
@@ -179,6 +185,35 @@ class Stack:
 
     def admin_password(self) -> str:
         return json.loads(self._passwords_file().read_text())["admin"]
+
+    def admin_password_file(self) -> Path:
+        """The file (mode 600) holding the UI's admin password: what `up` prints."""
+        return self.root / "secrets" / "admin_password"
+
+    def write_passwords_file(self) -> Path:
+        """SimpleAuthManager's {"admin": password} file, from the admin password's secret:
+        written afresh with mode 600 from its creation (no moment readable by others)."""
+        pwfile = self._passwords_file()
+        pwfile.parent.mkdir(parents=True, exist_ok=True)
+        pwfile.unlink(missing_ok=True)
+        fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps({"admin": self.admin_password_file().read_text()}) + "\n")
+        return pwfile
+
+    def check_settings(self, python: str | None = None) -> list[str]:
+        """Check every RETRAIN_* setting the Airflow processes will get, with Airflow's own
+        interpreter, before anything starts; StackError naming each bad one. Returns the
+        warnings (variables nothing reads)."""
+        python = python or str(Path(self.spec.airflow_venv) / "bin" / "python")
+        proc = subprocess.run([python, "-m", "retrain.orchestration.settings_cli", "check",
+                               "--quiet"], cwd=REPO, env=self.airflow_env(),
+                              capture_output=True, text=True)
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        if proc.returncode:
+            raise StackError("the settings check failed, nothing was started:\n  "
+                             + "\n  ".join(lines[-40:]))
+        return lines
 
     def _passwords_file(self) -> Path:
         return self.airflow_home / "simple_auth_manager_passwords.json.generated"
@@ -327,6 +362,8 @@ class Stack:
         for name in ("jwt_secret", "api_secret_key"):
             _secret(self.root, name)
         _secret(self.root, "admin_password")
+        for line in self.check_settings():
+            print(line, file=sys.stderr)
         self._save()
         try:
             self._network_up()
@@ -341,10 +378,7 @@ class Stack:
     def _airflow_up(self, timeout: float) -> None:
         s = self.spec
         env = self.airflow_env()
-        pwfile = self._passwords_file()
-        pwfile.write_text(json.dumps(
-            {"admin": (self.root / "secrets" / "admin_password").read_text()}) + "\n")
-        pwfile.chmod(0o600)
+        self.write_passwords_file()
         migrate = ("mkdir -p \"$AIRFLOW_HOME\" && airflow db migrate >/dev/null "
                    "&& airflow pools import scripts/pools.json >/dev/null")
         with open(self.logs / "setup.log", "ab") as log:
@@ -445,9 +479,9 @@ def add_cli(subparsers) -> None:
     sub = p.add_subparsers(dest="stack_command", metavar="ACTION", required=True)
     up = sub.add_parser("up", help="install what is missing, start everything, print the UI")
     up.add_argument("--root", default=d.root, help="state, logs, secrets (default %(default)s)")
-    up.add_argument("--retrain-home", default=settings().home or d.retrain_home,
+    up.add_argument("--retrain-home", default=None,
                     help="the artifact root every host mounts (default $RETRAIN_HOME, else "
-                         "%(default)s)")
+                         f"{d.retrain_home})")
     up.add_argument("--airflow-venv", default=d.airflow_venv,
                     help="Airflow's environment, without TensorFlow (default %(default)s)")
     up.add_argument("--ml-python", default=d.ml_python,
@@ -485,15 +519,20 @@ def parse_env(pairs: list[str]) -> dict:
 def _cli(args) -> int:
     try:
         if args.stack_command == "up":
-            stack = Stack(StackSpec(root=args.root, retrain_home=args.retrain_home,
+            try:    # read here, not when the parser is built: `retrain --help` never fails
+                home = args.retrain_home or settings().home or StackSpec().retrain_home
+            except ConfigError as e:
+                raise StackError(f"the settings check failed, nothing was started: {e}") \
+                    from None
+            stack = Stack(StackSpec(root=args.root, retrain_home=home,
                                     airflow_venv=args.airflow_venv, ml_python=args.ml_python,
                                     workers=args.workers, api_port=args.api_port,
                                     subnet=args.subnet, env=parse_env(args.env)))
             print(f"stack: starting in {stack.root} (about 30 s)", flush=True)
             stack.up(install=not args.no_install)
-            print(f"stack up: Airflow UI {stack.spec.base_url}/  user admin  password "
-                  f"{stack.admin_password()}\n  logs {stack.logs}\n  stop: retrain stack down "
-                  f"--root {stack.root}")
+            print(f"stack up: Airflow UI {stack.spec.base_url}/  user admin  password in "
+                  f"{stack.admin_password_file()} (mode 600)\n  logs {stack.logs}\n"
+                  f"  stop: retrain stack down --root {stack.root}")
             for name, state in stack.status().items():
                 print(f"  {name:14s} {state}")
         elif not (Path(args.root) / STATE).exists():
