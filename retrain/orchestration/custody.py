@@ -33,7 +33,7 @@ from pathlib import Path
 
 from retrain.common.errors import BadData
 from retrain.common import quarantine
-from retrain.common import paths
+from retrain.common import digests, paths
 from retrain.common.atomic import write_json
 
 SUCCESS_MARKER = "_SUCCESS"
@@ -61,8 +61,9 @@ def data_files(day_dir: str | os.PathLike) -> list[Path]:
 
 
 def file_digest(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+    """SHA-256 of one data file: the registry's reader (retrain.common.digests), which
+    opens without following a link or blocking on a FIFO that appeared since listing."""
+    return digests.file_digest(path)[0]
 
 
 def _identity(path: Path) -> list[int]:

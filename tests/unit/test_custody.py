@@ -162,3 +162,14 @@ def test_recently_changed_files_and_a_damaged_cache_are_hashed_every_time(tmp_pa
     entry.write_text("{truncated")
     read.clear()
     assert custody.content(d, cache) == first and len(read) == 2
+
+
+@pytest.mark.timeout(30)
+def test_a_fifo_in_a_day_is_refused_by_the_digest_without_waiting(tmp_path):
+    """custody.verify hashes the day itself when no content is handed in: a FIFO that
+    appeared after the first listing must be refused, not waited on."""
+    from retrain.common.digests import NotRegularFile
+    d = _day(tmp_path, "2026-11-01")
+    os.mkfifo(d / "part-00002.jsonl")
+    with pytest.raises(NotRegularFile, match="part-00002.jsonl"):
+        custody.content(d, tmp_path / "cache")
