@@ -28,8 +28,8 @@ class ConfigCheckSpec:
 def run(spec: ConfigCheckSpec) -> dict:
     """Load the config with the family's loader; its ConfigError (bad data) if it is wrong."""
     module, _, function = spec.loader.partition(":")
-    if not module.startswith("components.") or not function.isidentifier():
-        raise ValueError(f"loader {spec.loader!r}: expected components.<module>:<function>")
+    if not all(part.isidentifier() for part in (*module.split("."), function)):
+        raise ValueError(f"loader {spec.loader!r}: expected <module>:<function>")
     getattr(importlib.import_module(module), function)(spec.path)
     return {"loader": spec.loader, "path": spec.path, "ok": True}
 

@@ -107,6 +107,18 @@ def left_out_problem(family: str, built: Built, screened: dict) -> str | None:
     return None
 
 
+def raw_ref_or_fail(day_dir) -> dict:
+    """The day's lineage reference; a day whose files cannot be read as data (a FIFO, a
+    link out of the root: UnsafeInput) fails the task at once: a retry cannot help."""
+    from retrain.common.errors import BadData
+    from retrain.orchestration.lineage import raw_span_ref
+
+    try:
+        return raw_span_ref(day_dir)
+    except BadData as e:
+        raise AirflowFailException(str(e)) from None
+
+
 def make_dag(family: Family):
     """The family's `@dag` function; calling it builds the DAG (as the DAG file does)."""
     model_asset = Asset(name=family.model_asset, uri=f"file:///retrain/registry/{family.name}")
@@ -147,9 +159,13 @@ def make_dag(family: Family):
                 else:
                     logging.getLogger("retrain.dag").info("span %s: %s", span, why)
             if config and not problems:
-                try:   # a broken config fails now, not after the sensor's wait
-                    resolve(family.config_loader)(str(Path(config).resolve()))
-                except Exception as e:  # noqa: BLE001 - the loader names every problem
+                from retrain.common.errors import BadDataFailed
+                from retrain.orchestration.launch import run_step
+
+                try:   # a broken config fails now, not after the sensor's wait; parsed
+                    run_step("components.config_check", {   # in a step, not in Airflow
+                        "loader": family.config_loader, "path": str(Path(config).resolve())})
+                except BadDataFailed as e:   # the loader names every problem, not content
                     problems.append(f"{family.config_param} {config}: {e}")
             if problems:
                 raise AirflowFailException("refusing the run: " + "; ".join(problems))
@@ -256,14 +272,13 @@ def make_dag(family: Family):
             span: this run's validation); returns their lineage references. Days in
             `unchecked` (trained on by a recorded override) are referenced, not checked."""
             from retrain.orchestration import custody
-            from retrain.orchestration.lineage import raw_span_ref
 
             refs = []
             for day in days:
                 day_dir = ctx.partition(day)
                 if not Path(day_dir).is_dir():
                     continue
-                ref = raw_span_ref(day_dir)
+                ref = raw_ref_or_fail(day_dir)
                 if day not in unchecked:
                     expected = custody.validated(
                         ctx.history_root, day,
@@ -285,11 +300,11 @@ def make_dag(family: Family):
             ctx = RunContext.from_xcom(ctx)
             import logging
 
-            from retrain.orchestration.lineage import config_refs, raw_span_ref
+            from retrain.orchestration.lineage import config_refs
 
             # Never reused: the verdict also depends on the history of earlier spans.
             config = config_refs(ctx.config, family.config_param)
-            raw = raw_span_ref(ctx.span_dir)
+            raw = raw_ref_or_fail(ctx.span_dir)
             result = run_stage("validate", ctx, params, {}, [raw, *config],
                                **validated_content(ctx, ctx.span, ctx.span_dir, raw))
             outlet_events[raw_asset].extra = {
@@ -304,11 +319,11 @@ def make_dag(family: Family):
         def validate_day(ctx: RunContext, params: dict, day: str) -> bool:
             """Validate an older day of the window that no run has validated yet (its report
             and lineage go to that day's folder under this run's id); False: bad data."""
-            from retrain.orchestration.lineage import config_refs, raw_span_ref
+            from retrain.orchestration.lineage import config_refs
 
             day_ctx = ctx.for_day(day)
-            raw = raw_span_ref(day_ctx.span_dir)
             try:
+                raw = raw_ref_or_fail(day_ctx.span_dir)
                 run_stage("validate", day_ctx, {**params, "override_validation_reason": None},
                           {}, [raw, *config_refs(ctx.config, family.config_param)],
                           **validated_content(ctx, day, day_ctx.span_dir, raw))
@@ -334,10 +349,19 @@ def make_dag(family: Family):
 
             log = logging.getLogger("retrain.dag")
             plain = {**params, "override_validation_reason": None}
-            contexts = {day: ctx.for_day(day) for day in days}
-            raws = {day: raw_span_ref(c.span_dir) for day, c in contexts.items()}
-            specs = {day: Built.of(resolve(stage.build)(c, plain, {})).spec
-                     for day, c in contexts.items()}
+            contexts, raws, passed = {}, {}, {}
+            for day in days:   # a day whose files cannot be read as data is left out
+                contexts[day] = ctx.for_day(day)
+                try:
+                    raws[day] = raw_span_ref(contexts[day].span_dir)
+                except BadData as e:
+                    log.warning("older day %s did not pass validation: %s", day, e)
+                    passed[day] = False
+            days = [day for day in days if day in raws]
+            if not days:
+                return passed
+            specs = {day: Built.of(resolve(stage.build)(contexts[day], plain, {})).spec
+                     for day in days}
             config = config_refs(ctx.config, family.config_param)
             log.info("validating %d older day(s) of the window in one pass: %s .. %s",
                      len(days), days[0], days[-1])
@@ -347,7 +371,6 @@ def make_dag(family: Family):
                     "out_dir": f"{ctx.run_dir}/window_validation"})
             except BadDataFailed as e:     # the pass itself refused its input
                 raise AirflowFailException(str(e)) from None
-            passed = {}
             for day, outcome in zip(days, done["days"]):
                 day_ctx = contexts[day]
                 try:

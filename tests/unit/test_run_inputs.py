@@ -47,7 +47,9 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+from retrain.common.errors import BadDataFailed  # noqa: E402
 from retrain.orchestration.families import FAMILIES, resolve  # noqa: E402
+from retrain.orchestration.launch import run_step  # noqa: E402
 
 SECRETS = ("SECRETHASHabc", "AKIASECRET123", "SECRETVALUE42")
 # Files a config param might be pointed at, each holding a secret. A shadow line ends in
@@ -113,9 +115,10 @@ def _as_resolve_span_does(family, config: str, config_roots) -> list[str]:
                                 config_param=family.config_param, today=TODAY,
                                 max_future_days=1, roots=[], config_roots=config_roots)
     if config and not problems:
-        try:
-            resolve(family.config_loader)(config)
-        except Exception as e:  # noqa: BLE001 - as resolve_span does
+        try:   # in a step process, as resolve_span does
+            run_step("components.config_check", {"loader": family.config_loader,
+                                                 "path": config})
+        except BadDataFailed as e:
             problems.append(f"{family.config_param} {config}: {e}")
     return problems
 

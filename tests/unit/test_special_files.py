@@ -84,15 +84,18 @@ def test_a_fifo_named_like_a_part_is_refused_in_seconds_and_quarantined(home):
 
 def test_the_airflow_side_content_digest_refuses_a_fifo_without_opening_it(home):
     """The validate task hashes the day's files before its step runs (chain of custody):
-    a FIFO anywhere in the day, part or not, must not make that hash wait for a writer."""
+    a FIFO anywhere in the day, part or not, must not make that hash wait for a writer,
+    and its refusal fails the task without retry (AirflowFailException), as bad data."""
     os.mkfifo(day_of(home) / "notes")
-    code = ("import sys; from retrain.orchestration.lineage import raw_span_ref; "
-            "raw_span_ref(sys.argv[1])")
+    code = ("import sys\n"
+            "from airflow.sdk.exceptions import AirflowFailException\n"
+            "from retrain.orchestration.dag_factory import raw_ref_or_fail\n"
+            "try:\n    raw_ref_or_fail(sys.argv[1])\n"
+            "except AirflowFailException as e:\n    print('not retried:', e)\n    sys.exit(3)\n")
     proc = subprocess.run([sys.executable, "-c", code, str(day_of(home))], cwd=ROOT,
                           capture_output=True, text=True, timeout=LIMIT_S)
-    assert proc.returncode != 0
-    assert "UnsafeInput" in proc.stderr and "notes is not a regular file: it is a FIFO" \
-        in proc.stderr
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert "notes is not a regular file: it is a FIFO" in proc.stdout
 
 
 def test_sockets_and_folders_named_like_parts_are_refused_by_every_listing(home, monkeypatch):
