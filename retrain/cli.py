@@ -9,6 +9,8 @@ import argparse
 import importlib
 import sys
 
+from retrain.common.errors import BadData
+
 # (module, attribute) pairs; each module's add_cli registers one subcommand.
 COMMANDS = [
     "components.ctr.generate",
@@ -40,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, KeyError) as e:
+    except (ValueError, OSError, KeyError, BadData) as e:   # named, never a traceback
         print(f"retrain {args.command}: error: {e}", file=sys.stderr)
         return 2
 

@@ -277,7 +277,11 @@ def checkpoint_dir(spec: PsTrainSpec) -> Path:
 
 
 def _warm_start_path(path: str) -> str:
-    """The variables checkpoint inside a SavedModel (or an artifact dir holding one)."""
+    """The variables checkpoint inside a SavedModel (or an artifact dir holding one); a
+    published version whose files differ from its recorded digests is refused."""
+    from retrain.common.registry import verify_model_dir
+
+    verify_model_dir(path)   # the published model: its files as published (ModelTampered)
     p = Path(path)
     for cand in (p, p / SERVING_DIR):
         if (cand / "variables" / "variables.index").exists():

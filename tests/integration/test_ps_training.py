@@ -191,6 +191,22 @@ def test_warm_start_beats_cold_start_on_the_same_budget(preprocessed, tmp_path):
     assert warm_gap < 0.5 * cold_gap
     with pytest.raises(FileNotFoundError, match="no SavedModel variables"):
         run(PsTrainSpec(out_dir=str(tmp_path / "bad"), warm_start_from=str(tmp_path), **budget))
+    # The published model it starts from, its variables swapped after publishing (same
+    # size): refused with the file named, not learned from.
+    from components.gate import Thresholds, decide
+    from retrain.common.registry import ModelTampered, Registry
+
+    registry = Registry(tmp_path / "registry")
+    metrics = {"auc": previous["val_auc"], "log_loss": previous["val_log_loss"]}
+    registry.publish(previous["model_dir"], "ctr", {
+        "metrics": metrics, "run_id": "previous",
+        "gate": decide(metrics, None, Thresholds()).to_dict()})
+    version = registry.model_path("ctr", 1)
+    data = next(version.rglob("variables.data-*"))
+    data.write_bytes(b"\0" * data.stat().st_size)
+    with pytest.raises(ModelTampered, match="variables.data"):
+        run(PsTrainSpec(out_dir=str(tmp_path / "tampered"), warm_start_from=str(version),
+                        **budget))
 
 
 def _params(model_dir: str) -> dict:
