@@ -49,14 +49,25 @@ def span_parts(span_dir: str | Path, require_marker: bool = True,
 
 
 def read_rows(part: str | Path, limits: RecordLimits = RecordLimits()) -> list[dict]:
-    """Every row of one part file as a dict; an unreadable file is bad data.
+    """Every row of one part file as a dict; an unreadable file is bad data
+    (`read_numbered` says how)."""
+    return [row for _, row in read_numbered(part, limits)]
+
+
+def read_numbered(part: str | Path,
+                  limits: RecordLimits = RecordLimits()) -> list[tuple[int, dict]]:
+    """Every row of one part file with its place: (line number of a JSONL file, or row
+    number of a Parquet file, from 1; row). An unreadable file is bad data, named with
+    its line, never its content (rule 22).
 
     The part and record limits hold while the file streams: past `max_part_bytes`
     decompressed, or at a line holding a value over `max_value_bytes` or nested deeper
     than `max_depth`, the part is refused naming file and line (the text family reads a
-    day whole, so a record it cannot hold refuses the part rather than being skipped). A
-    lone surrogate in a string becomes U+FFFD, which the encoding rule counts within its
-    tolerance (`validation.max_bad_encoding_rate`) and preprocessing drops."""
+    day whole, so a record it cannot hold refuses the part rather than being skipped).
+    Bytes that are not UTF-8 (a record of the feed written in Latin-1) and lone
+    surrogates become U+FFFD: the encoding rule counts such rows within the dataset's
+    tolerance (`validation.max_bad_encoding_rate`) and preprocessing drops them, so a
+    few mis-encoded records never refuse a whole day."""
     part = Path(part)
     try:
         if part.name.endswith(PARQUET_SUFFIXES):
@@ -65,22 +76,22 @@ def read_rows(part: str | Path, limits: RecordLimits = RecordLimits()) -> list[d
     except BadData:
         raise
     except (OSError, ValueError, EOFError) as e:
-        raise BadData(f"cannot read {part}: {e}") from e
+        raise BadData(f"cannot read {part}: {type(e).__name__}: {e}") from e
     except Exception as e:  # noqa: BLE001 - pyarrow raises its own types for a broken file
         raise BadData(f"cannot read {part}: {type(e).__name__}: {e}") from e
 
 
-def _read_parquet(part: Path, limits: RecordLimits) -> list[dict]:
+def _read_parquet(part: Path, limits: RecordLimits) -> list[tuple[int, dict]]:
     import pyarrow.parquet as pq
     pf = pq.ParquetFile(part)
     limits.check_part_bytes(part, parquet_bytes(pf.metadata))
     rows = pf.read().to_pylist()
     for n, row in enumerate(rows, 1):
         _check_row(row, part, n, 0, limits)
-    return rows
+    return list(enumerate(rows, 1))
 
 
-def _read_jsonl(part: Path, limits: RecordLimits) -> list[dict]:
+def _read_jsonl(part: Path, limits: RecordLimits) -> list[tuple[int, dict]]:
     # Room for the other fields of a record beside one value at its limit.
     max_line = 2 * limits.max_value_bytes + (64 << 10)
     opener = gzip.open if part.name.endswith(".gz") else open
@@ -96,15 +107,19 @@ def _read_jsonl(part: Path, limits: RecordLimits) -> list[dict]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line.decode("utf-8"))
+                row = json.loads(line.decode("utf-8", errors="replace"))
             except RecursionError:
                 raise BadData(f"{part} line {n}: nested deeper than the JSON parser can "
                               f"follow (limit max_depth {limits.max_depth}): refusing the "
                               "part") from None
+            except json.JSONDecodeError as e:   # its position only: the line is not shown
+                raise BadData(f"{part} line {n}: not a JSON record ({e.msg} at column "
+                              f"{e.colno}): refusing the part") from None
             if not isinstance(row, dict):
-                raise ValueError(f"line {n} is not a JSON object")
+                raise BadData(f"{part} line {n}: a JSON {type(row).__name__}, not an object "
+                              "(one record per line): refusing the part")
             _check_row(row, part, n, len(line), limits)
-            rows.append(row)
+            rows.append((n, row))
     return rows
 
 

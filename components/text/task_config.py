@@ -53,6 +53,8 @@ _TASK_KEYS = {"label_column", "labels", "thresholds", "positive", "min_macro_f1"
               "max_macro_f1_drop", "description"}
 
 
+# A number in exponent form without a dot (`5e-3`), which PyYAML's YAML 1.1 reads as text.
+_EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 # Keys whose value is a share of rows or pieces: at most 1.
 _SHARE_SUFFIXES = ("_rate", "_share", "unknown_token_warn", "unknown_token_fail")
 
@@ -147,13 +149,15 @@ class Task:
         if self.thresholds is None:
             label = str(raw)
             if label not in self.labels:
-                raise ValueError(f"{self.name} label {label!r} is not one of {list(self.labels)}")
+                # the record's value is not shown (rule 22): a label column may hold text
+                raise ValueError(f"{self.name}: a {self.label_column} value is not one of "
+                                 f"the labels {words_text(self.labels)}")
             return label
         try:
             value = float(raw)
         except (TypeError, ValueError):
-            raise ValueError(f"{self.name}: {self.label_column} value {raw!r} is not a "
-                             "number") from None
+            raise ValueError(f"{self.name}: a {self.label_column} value is not a number "
+                             f"(it holds {what(raw)})") from None
         if math.isnan(value):
             return None
         for label, cut in zip(self.labels, self.thresholds):
@@ -269,6 +273,9 @@ def _fill(cls, raw, where: str, problems: _Problems):
             problems.add(f"{where}.{key_text(key)}", f"unknown key (allowed: {', '.join(fields)})")
             continue
         default = fields[key].default
+        if isinstance(value, str) and _EXPONENT.fullmatch(value.strip()) \
+                and isinstance(default, float):
+            value = float(value)   # YAML 1.1 reads 5e-3 as text; the user meant 0.005
         if isinstance(default, bool):
             ok = isinstance(value, bool)
             expected = "true or false"

@@ -28,6 +28,11 @@ GX 1.x has no expectation for "share of the largest class" or "duplicate share",
 those two are derived columns (`_majority_*`, `_is_duplicate`: 0/1 per row) checked with
 `ExpectColumnMeanToBeBetween`; the report names them like any other expectation.
 
+Errors name, never echo (rule 22): a failed rule says its count and share against the
+configured bound (and the bound's key), the file and lines of its first rows (`_part`,
+`_line`) and the config file, never a text, label or id; the values stay in
+gx_result.json, the report.
+
 Reads `<span_dir>/part-*` (Parquet, JSONL, JSONL.gz; requires `_SUCCESS`). Writes
 `<out_dir>/validation.json` and `gx_result.json`, pass or fail; raises `ValidationFailed`
 naming every failure.
@@ -47,6 +52,7 @@ from retrain.common.rawfiles import PROGRESS_SECONDS
 from retrain.common.atomic import atomic_dir, write_json
 from retrain.common.errors import BadData, ValidationFailed
 from retrain.common.jsonable import jsonable as _jsonable
+from retrain.common.run_inputs import key_text, what, words_text
 from retrain.common.step import main
 from retrain.common.verdict import check_override, decide
 from components.gx_session import GxSession, import_gx
@@ -96,11 +102,12 @@ def derived_columns(df, cfg: T.TextConfig):
 
 
 def _read_span(parts: list[Path], cfg: T.TextConfig):
-    """The span as canonical rows (id, text, one label column per task), the raw columns
-    it lacks, the parts whose columns differ from the first's, and the text columns that
-    hold other values than strings ({column: [count, an example]}: a number is not a text,
-    though it would print as one). A label the config does not know is kept as its raw
-    text, so the in-set expectation reports it with examples."""
+    """The span as canonical rows (id, text, one label column per task, and each row's
+    place: `_part`, `_line`), the raw columns it lacks, the parts whose columns differ from
+    the first's, and the text columns that hold other values than strings ({column:
+    [count, its first place, the types seen]}: a number is not a text, though it would
+    print as one). A label the config does not know is kept as its raw text, so the in-set
+    expectation counts it (and gx_result.json, the report, shows it)."""
     import pandas as pd
 
     rows, diffs, cols, not_text = [], [], None, {}
@@ -110,24 +117,27 @@ def _read_span(parts: list[Path], cfg: T.TextConfig):
             last = time.perf_counter()
             log.info("read %d of %d parts (%d rows) in %.0f s", n - 1, len(parts), len(rows),
                      last - t0)
-        raw = rawdata.read_rows(part, cfg.validation.record_limits())
-        part_cols = sorted(rawdata.columns_of(raw))
+        raw = rawdata.read_numbered(part, cfg.validation.record_limits())
+        part_cols = sorted(rawdata.columns_of([r for _, r in raw]), key=str)
         if cols is None:
             cols = part_cols
         elif raw and part_cols != cols:
-            diffs.append(f"{part.name} has columns {part_cols}")
-        for r in raw:
+            # a JSONL key is the user's text too: named only if it is a short word
+            diffs.append(f"{part.name} has columns [{', '.join(map(key_text, part_cols))}]")
+        for line, r in raw:
             for c in cfg.text_columns():
                 v = r.get(c)
                 if v is not None and not isinstance(v, str):
-                    seen = not_text.setdefault(c, [0, f"{v!r:.40} ({type(v).__name__})"])
+                    seen = not_text.setdefault(c, [0, f"{part.name} line {line}", set()])
                     seen[0] += 1
-        try:
-            rows += [_canonical(r, cfg) for r in raw]
-        except ValueError as e:     # an id that is no id (a float): the part is refused
-            raise BadData(f"{part}: {e}") from None
+                    seen[2].add(type(v).__name__)
+            try:
+                rows.append({**_canonical(r, cfg), "_part": part.name, "_line": line})
+            except ValueError as e:  # an id that is no id (a float): the part is refused
+                raise BadData(f"{part} line {line}: {e}") from None
     missing = [c for c in cfg.raw_columns() if c not in set(cols or ())] if rows else []
-    frame = pd.DataFrame(rows, columns=["example_id", "text", *(t.name for t in cfg.tasks)])
+    frame = pd.DataFrame(rows, columns=["example_id", "text", *(t.name for t in cfg.tasks),
+                                        *PLACE_COLUMNS])
     return frame, missing, diffs, not_text
 
 
@@ -142,35 +152,90 @@ def _canonical(row: dict, cfg: T.TextConfig) -> dict:
     return out
 
 
-RESULT_FORMAT = {"result_format": "SUMMARY", "partial_unexpected_count": 5}
+# Each row's place (file name, line of a JSONL file or row of a Parquet file): a failed
+# row rule names where its first rows are, never what they hold (rule 22).
+PLACE_COLUMNS = ("_part", "_line")
+RESULT_FORMAT = {"result_format": "SUMMARY", "partial_unexpected_count": 5,
+                 "unexpected_index_column_names": list(PLACE_COLUMNS)}
 
 
-def _compact(r) -> dict:
+def places(index_list, limit: int = 5) -> str:
+    """`part-0.jsonl line 12, 40; part-1.jsonl line 3` from GX's partial index list."""
+    by_part: dict[str, list[str]] = {}
+    for item in (index_list or [])[:limit]:
+        if isinstance(item, dict) and "_part" in item:
+            by_part.setdefault(str(item["_part"]), []).append(str(item.get("_line")))
+    return "; ".join(f"{part} line {', '.join(lines)}" for part, lines in by_part.items())
+
+
+def _compact(r, total_rows: int | None = None) -> dict:
+    """One expectation's outcome for the report and the refusal. What a failed rule says
+    is counts, shares, the configured bound and the places of its first rows: never a
+    value of the data (a text, a label, an id), which stays in gx_result.json."""
     cfg = r.expectation_config
+    meta = cfg.meta or {}
     kwargs = {k: v for k, v in cfg.kwargs.items() if k != "batch_id"}
     res = dict(r.result or {})
     observed = None
     if not r.success:
         bits = []
-        if "observed_value" in res:
-            bits.append(f"observed {_jsonable(res['observed_value'])!r}")
-        if res.get("unexpected_count"):
-            bits.append(f"{res['unexpected_count']} unexpected "
-                        f"({res.get('unexpected_percent', 0):.1f}%)")
-        examples = res.get("partial_unexpected_list") or []
-        if examples:
-            bits.append(f"e.g. {examples[:3]!r}")
+        if "unexpected_count" in res:
+            n = int(res.get("unexpected_count") or 0)
+            of = res.get("element_count") or total_rows
+            share = n / of if of else 0.0
+            bits.append(f"{n} of {of} row(s) ({share:.2%}) "
+                        f"{meta.get('unexpected', 'break the rule')}")
+            if "mostly" in kwargs and kwargs["mostly"] is not None:
+                bits.append(f"tolerance {1 - float(kwargs['mostly']):.2%}"
+                            + (f" (validation.{meta['tolerance']})"
+                               if meta.get("tolerance") else ""))
+            at = places(res.get("partial_unexpected_index_list"))
+            if at:
+                bits.append(f"first at {at}")
+        elif "observed_value" in res:
+            bits.append(f"observed {_number(res['observed_value'])}")
         info = r.exception_info or {}
         if info.get("raised_exception"):
-            bits.append(f"error {info.get('exception_message')}")
-        limits = {k: kwargs[k] for k in ("min_value", "max_value", "value_set", "regex")
-                  if k in kwargs}
-        observed = ", ".join(bits) + (f" (expected {limits})" if limits else "")
+            # a GX error can quote a value it choked on: its type and the rule only
+            bits.append(f"could not be evaluated ({_exception_kind(info)})")
+        limits = {k: kwargs[k] for k in ("min_value", "max_value") if kwargs.get(k) is not None}
+        if "value_set" in kwargs:
+            limits["labels"] = words_text(kwargs["value_set"])
+        observed = ", ".join(bits) + (
+            f" (expected {', '.join(f'{k} {v}' for k, v in limits.items())})" if limits else "")
     return {"expectation": cfg.type, "column": kwargs.get("column"),
             "success": bool(r.success), "observed": observed,
             "details": {"expected": kwargs, **{k: res[k] for k in (
                 "observed_value", "unexpected_count", "unexpected_percent", "element_count")
-                if k in res}}}
+                if k in res}, **({"first_at": [  # GX adds the row's value: left out
+                    {c: str(item.get(c)) for c in PLACE_COLUMNS}
+                    for item in res["partial_unexpected_index_list"] if isinstance(item, dict)]}
+                    if res.get("partial_unexpected_index_list") else {})}}
+
+
+def _number(value) -> str:
+    """An observed figure (a count, a median length) as text; anything else only by type."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"<{what(value)}>"
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _exception_kind(info: dict) -> str:
+    message = str(info.get("exception_message") or "")
+    return message.split(":", 1)[0][:60] if message else "an error"
+
+
+def _label_counts(column, labels: list[str]) -> dict[str, int]:
+    """Rows per configured label; any other value of the column is counted under
+    OTHER_LABELS, never named (it is the user's data, and the result goes to XCom)."""
+    counts = {str(k): int(v) for k, v in column.value_counts().items()}
+    out = {label: counts.pop(label) for label in labels if label in counts}
+    if counts:
+        out[OTHER_LABELS] = sum(counts.values())
+    return out
+
+
+OTHER_LABELS = "<not a configured label>"
 
 
 def build_suite(cfg: T.TextConfig):
@@ -184,23 +249,36 @@ def build_suite(cfg: T.TextConfig):
         gxe.ExpectTableRowCountToBeBetween(min_value=spec.min_rows, max_value=spec.max_rows),
         # Derived ids (no example_id column) are equal exactly for repeated records,
         # which the duplicate-rate rule below counts and preprocessing drops.
-        *([gxe.ExpectColumnValuesToBeUnique(column="example_id")] if cfg.example_id else []),
-        gxe.ExpectColumnValuesToNotBeNull(column="example_id"),
-        gxe.ExpectColumnValuesToNotBeNull(column="text"),
-        gxe.ExpectColumnValuesToBeBetween(column="_text_chars", min_value=spec.min_chars,
-                                          max_value=spec.max_chars),
+        *([gxe.ExpectColumnValuesToBeUnique(column="example_id",
+                                            meta={"unexpected": "repeat another row's id"})]
+          if cfg.example_id else []),
+        gxe.ExpectColumnValuesToNotBeNull(column="example_id",
+                                          meta={"unexpected": "have no id"}),
+        gxe.ExpectColumnValuesToNotBeNull(column="text", meta={"unexpected": "have no text"}),
+        gxe.ExpectColumnValuesToBeBetween(
+            column="_text_chars", min_value=spec.min_chars, max_value=spec.max_chars,
+            meta={"unexpected": "have a text length (characters, stripped) out of "
+                                "validation.min_chars..max_chars"}),
         gxe.ExpectColumnMedianToBeBetween(column="_text_chars",
                                           min_value=spec.min_median_chars,
                                           max_value=spec.max_median_chars),
-        gxe.ExpectColumnValuesToNotMatchRegex(column="text", regex=BAD_CHARS_REGEX,
-                                               mostly=1.0 - float(spec.max_bad_encoding_rate)),
+        gxe.ExpectColumnValuesToNotMatchRegex(
+            column="text", regex=BAD_CHARS_REGEX, mostly=1.0 - float(spec.max_bad_encoding_rate),
+            meta={"unexpected": "hold control characters or U+FFFD replacement characters "
+                                "(bytes that were not UTF-8)",
+                  "tolerance": "max_bad_encoding_rate"}),
         gxe.ExpectColumnMeanToBeBetween(column="_is_duplicate", min_value=0.0,
                                         max_value=spec.max_duplicate_rate),
     ]
     for task, labels in cfg.task_labels.items():
         exps += [
-            gxe.ExpectColumnValuesToBeInSet(column=task, value_set=list(labels)),
-            gxe.ExpectColumnValuesToNotBeNull(column=task, mostly=label_mostly),
+            gxe.ExpectColumnValuesToBeInSet(
+                column=task, value_set=list(labels),
+                meta={"unexpected": f"have a label that is not one of tasks.{task}.labels"}),
+            gxe.ExpectColumnValuesToNotBeNull(
+                column=task, mostly=label_mostly,
+                meta={"unexpected": f"have no {task} label",
+                      "tolerance": "max_unlabelled_rate"}),
             gxe.ExpectColumnMeanToBeBetween(column=f"_majority_{task}", min_value=0.0,
                                             max_value=spec.max_class_share),
         ]
@@ -246,25 +324,26 @@ def run(spec: TextValidateSpec, session: GxSession | None = None) -> dict:
         json.dumps([e.expectation_type, _jsonable(e.configuration.kwargs)], sort_keys=True)
         for e in suite.expectations)).encode()).hexdigest()[:16]
     gx_result = (session or GxSession("text_span")).validate("texts", suite, df, RESULT_FORMAT)
-    compact = [_compact(r) for r in gx_result.results]
+    compact = [_compact(r, len(df)) for r in gx_result.results]
     failed = [{k: c[k] for k in ("expectation", "column", "observed", "details")}
               for c in compact if not c["success"]]
     if missing:
         failed.insert(0, {"expectation": "required_columns", "column": None,
                           "observed": f"missing {missing} (the config names them)",
                           "details": {"required": cfg.raw_columns()}})
-    for column, (count, example) in sorted(not_text.items()):
+    for column, (count, first, types) in sorted(not_text.items()):
         failed.insert(0, {"expectation": "text_type", "column": column,
-                          "observed": f"{count} value(s) are not text, e.g. {example}",
-                          "details": {"rows": count}})
+                          "observed": f"{count} value(s) are not text but "
+                                      f"{', '.join(sorted(types))}, first at {first}",
+                          "details": {"rows": count, "first_at": first,
+                                      "types": sorted(types)}})
     unk = unknown_token_check(cfg, df["text"].astype(str).tolist()) if len(df) else None
     if unk and unk["level"] == "fail":
         failed.append({"expectation": "unknown_token_rate", "column": "text",
                        "observed": unk["observed"], "details": unk})
     elif unk and unk["level"] == "warn":
         log.warning("unknown-token rate: %s", unk["observed"])
-    label_counts = {t: {str(k): int(v) for k, v in df[t].value_counts().items()}
-                    for t in cfg.task_labels}
+    label_counts = {t: _label_counts(df[t], labels) for t, labels in cfg.task_labels.items()}
     for f in failed:
         f["rule"] = f"{f['expectation']}:{f['column']}" if f["column"] else f["expectation"]
     success = not failed and not schema_diffs
@@ -304,7 +383,8 @@ def run(spec: TextValidateSpec, session: GxSession | None = None) -> dict:
                "expectations" + (f": {items}" if items else "")
                + (f"; parts differ in schema: {'; '.join(schema_diffs)}" if schema_diffs else "")
                + (f"; the override names other rules, not {not_named} "
-                  "(override_validation_rules)" if not_named else ""))
+                  "(override_validation_rules)" if not_named else "")
+               + f"; bounds from text config {cfg.source or 'the bundled reviews config'}")
         if gate == "failed":
             log.error("%s; report %s; quarantined: %s", msg, report,
                       (summary["quarantine"] or {}).get("marker"))

@@ -216,7 +216,8 @@ def test_a_number_in_a_text_column_is_named_not_read_as_text(tmp_path):
                                   text_config=str(config)))
     first = e.value.summary["failed"][0]
     assert (first["rule"], first["observed"]) == (
-        "text_type:subject", "30 value(s) are not text, e.g. 1.5 (float)")
+        "text_type:subject", "30 value(s) are not text but float, first at part-0.parquet "
+                             "line 1")
     assert "text_type(subject): 30 value(s) are not text" in str(e.value)
 
 
