@@ -3,7 +3,8 @@
 Reads the daily partitions of a window of spans (`part-*.parquet` and/or
 `part-*.jsonl[.gz]`, format chosen by file extension), analyses the training rows
 (vocabularies, NaN-aware means/variances), transforms a train split and an eval split,
-and writes gzip TFRecord shards, the transform graph and a run summary.
+and writes gzip TFRecord shards (with each split's per-file row counts, so trainer
+workers split the rows, not the files), the transform graph and a run summary.
 
 Every day's held-out rows (a stable hash of the example id, `--eval-percent` of them)
 are never training rows: the newest span's are the eval split, the older days' are
@@ -69,8 +70,8 @@ from retrain.common.spans import span_list, window
 from retrain.common.step import drop_known_lines
 from retrain.common import paths
 from components.ctr import features as F
-from components.ctr.formats import (EVAL_DIR, REJECTED_DIR, SPLIT_STATS_FILE, SUMMARY_FILE,
-                                   TRAIN_DIR, TRANSFORM_DIR, VALIDATION_DIR)
+from components.ctr.formats import (EVAL_DIR, REJECTED_DIR, SHARD_ROWS_FILE, SPLIT_STATS_FILE,
+                                   SUMMARY_FILE, TRAIN_DIR, TRANSFORM_DIR, VALIDATION_DIR)
 
 log = logging.getLogger(__name__)
 
@@ -953,6 +954,21 @@ class SplitStatsFn(beam.CombineFn):
         return acc
 
 
+def deal(element, writers: int):
+    """A transformed batch as `writers` slices of (almost) equal rows, in order: the shard
+    writers take batches in turn, so each of a bundle's files gets one slice of every batch
+    and the files hold equal rows (up to one per batch) whatever the days' sizes, instead of
+    whole batches of up to --batch-size rows (2 files of one bundle held 141k and 75k rows).
+    With the files' row counts (SHARD_ROWS_FILE) the trainer's workers then read equal
+    shares. Passthrough features (a tuple element) are not kept: the writer drops them."""
+    batch = element[0] if isinstance(element, tuple) else element
+    n = batch.num_rows
+    for i in range(writers):
+        start, stop = n * i // writers, n * (i + 1) // writers
+        if stop > start:
+            yield batch.slice(start, stop - start)
+
+
 def _write_split_stats(by_split: dict, path: str) -> None:
     """One file for all splits, through Beam's FileSystems (a folder or an object store)."""
     import io
@@ -1050,10 +1066,14 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                                  join(tmp, split, "part"), file_name_suffix=".tfrecord.gz",
                                  num_shards=args.num_shards))
                     else:   # default: batch-wise C++ encoding, files per bundle in threads
-                        _ = ((transformed, metadata)
+                        writers = WRITERS if split == TRAIN_DIR else EVAL_WRITERS
+                        _ = ((transformed
+                              | f"Deal{split}" >> beam.FlatMap(deal, writers).with_output_types(
+                                  pa.RecordBatch),
+                              metadata)
                              | f"Write{split}" >> WriteTransformedShards(
                                  join(tmp, split), args.gzip_level, NAMESPACE,
-                                 writers=WRITERS if split == TRAIN_DIR else EVAL_WRITERS))
+                                 writers=writers, rows_file=SHARD_ROWS_FILE))
                 _ = (stats | "AllStats" >> beam.Flatten() | "StatsDict" >> beam.combiners.ToDict()
                      | "WriteStats" >> beam.Map(_write_split_stats, join(tmp, SPLIT_STATS_FILE)))
         result = pipeline.result

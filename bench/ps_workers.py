@@ -1,15 +1,17 @@
 """Does a second PS worker, reading its own shards on its own host and core, add throughput
 and keep the model as good?
 
-Why: with N workers each reads 1/N of the window's files (components.ctr.train_input,
-`workers=N`), so the data-parallel side should scale while the model stays the same.
+Why: with N workers each reads 1/N of the window's rows (components.ctr.train_input,
+`workers=N`: consecutive ranges of the rows by the per-file counts the preprocessing job
+writes), so the data-parallel side should scale while the model stays the same.
 
 Measured in one run on the same transformed shards (3 generated days, preprocessed as the
 DAG does) and the same budget in examples, with export on: (a) 1 ps + 1 worker, (b) 1 ps +
 2 workers, and (c) as (b) on the same window preprocessed again into `--equal-shards`
-files a split (the job's --num-shards): the job's default files differ in size, so (b)'s
-workers read unequal shares of the rows (recorded), and (c) tells that apart from the
-second worker itself. Every role is on a network-namespace host of its own
+files a split (the job's --num-shards, Beam's sink: no per-file counts, so every 2nd
+file). (c) told unequal shares in (b) apart from the second worker itself when workers
+took every N-th file of unequal files (69 % / 31 % of the rows); each worker's share of
+the rows is recorded. Every role is on a network-namespace host of its own
 (retrain.common.netns): the ps on one, worker i on "wk<i>", pinned to core i from its exec
 on (`ip netns exec wk<i> taskset -c <i> python ...`: the bench wraps
 components.ctr.cluster's command prefix, and checks every thread of each worker while it
@@ -65,14 +67,24 @@ def _records(path: Path) -> int:
 
 def _shares(pre: str, workers: int) -> list[dict]:
     """What each worker reads with validation_percent 0 (train + validation shards, name
-    order, every `workers`-th file from the worker's index: train_input.make_dataset_fn)."""
+    order), as train_input.make_dataset_fn cuts them: the rows by the job's per-file counts
+    (`worker_plan`), or without them every `workers`-th file from the worker's index. The
+    rows are counted here from the files, not taken from the job's counts."""
+    from components.ctr.train_input import shard_rows, worker_plan
     names = sorted(str(p) for d in ("train", "validation") for p in Path(pre, d).glob("*.tfrecord.gz"))
     rows = {n: _records(Path(n)) for n in names}
     total = sum(rows.values())
-    return [{"worker": w, "files": [str(Path(n).relative_to(pre)) for n in names[w::workers]],
-             "rows": sum(rows[n] for n in names[w::workers]),
-             "share": round(sum(rows[n] for n in names[w::workers]) / total, 3)}
-            for w in range(workers)]
+    counts = shard_rows(names) if workers > 1 else None
+    if counts is not None:
+        assert counts == rows, "the job's per-file row counts are not the files' records"
+        plan = worker_plan(names, counts, workers)
+    else:
+        plan = [[(n, 0, rows[n]) for n in names[w::workers]] for w in range(workers)]
+    return [{"worker": w, "by": "rows" if counts is not None else "files",
+             "reads": [[str(Path(n).relative_to(pre)), skip, take] for n, skip, take in mine],
+             "rows": sum(take for _, _, take in mine),
+             "share": round(sum(take for _, _, take in mine) / total, 3)}
+            for w, mine in enumerate(plan)]
 
 
 def _cpu_seconds(pid: int) -> float | None:

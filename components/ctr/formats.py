@@ -10,3 +10,4 @@ SUMMARY_FILE = "summary.json"
 REJECTED_DIR = "rejected"                # dead letters: one JSON object per malformed record
 VALIDATION_DIR = "validation"            # the window's validation slice (early stopping)
 SPLIT_STATS_FILE = "split_stats.npz"     # rows, clicks, id counts per split (split_stats)
+SHARD_ROWS_FILE = "shard_rows.json"     # in each split folder: {shard file name: rows}
