@@ -6,9 +6,11 @@
     registry   a broken registry read by the CLI, the push task, the evaluate step
     custody    hand-offs, races, secrets, a full disk, a killed scheduler
     hostile    hostile records and gzip bombs
-    round2     hostile use, round 2: special files, many parts, big configs, empty and
-               one-class data, settings, published files, served pages, the admin
-               password, the window policy, the training cluster's listeners, record text
+    special    hostile use, round 2, data side: FIFOs and symlinks in a day, too many
+               parts, a config too big to read, empty and one-class data, the window policy
+    ops        hostile use, round 2, operator side: bad settings, published files changed,
+               a <script> in served pages, the admin password, the cluster's listeners,
+               record text in a refusal
     runner     one case run and judged
     kills      random SIGKILLs and the rerun after them
     main       the case list, the command line, the counts and the results file

@@ -33,13 +33,6 @@ from retrain.orchestration.launch import BadDataFailed, StepFailed, run_step  # 
 from components.text import tickets as tickets_corpus  # noqa: E402
 
 log = logging.getLogger("reliability")
-
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-
-log = logging.getLogger("reliability")
 PY = sys.executable
 CTR_SPAN, CTR_DAYS = "2026-11-03", ("2026-11-01", "2026-11-02", "2026-11-03")
 TEXT_SPAN, TEXT_DAYS = "2026-11-02", ("2026-11-01", "2026-11-02")
@@ -231,9 +224,11 @@ def run_step_outcome(module: str, spec: dict, stage: str) -> Outcome:
     return Outcome(False, "accepted", json.dumps(result, default=str)[:300], out, stage)
 
 
-def cli_outcome(args: list[str], home: Path) -> Outcome:
+def cli_outcome(args: list[str], home: Path, env: dict | None = None) -> Outcome:
+    """`retrain <args>` as an operator runs it (`env`: settings over the campaign's)."""
     p = subprocess.run([PY, "-m", "retrain.cli", *args], capture_output=True, text=True,
-                       cwd=REPO, env={**os.environ, paths.ENV_HOME: str(home)}, timeout=300)
+                       cwd=REPO, env={**os.environ, paths.ENV_HOME: str(home), **(env or {})},
+                       timeout=300)
     text = (p.stderr.strip() or p.stdout.strip())
     if p.returncode == 0:
         return Outcome(False, "accepted", p.stdout.strip()[:300])
@@ -271,6 +266,7 @@ class Case:
     expect: str = "refused"  # refused | accepted
     kinds: tuple[str, ...] = (BAD_DATA,)   # typed failures accepted as clean ("*": any typed)
     absent: tuple[str, ...] = ()   # must appear in no message, log or artifact (secrets)
+    absent_in: str = "all"         # "logs": only the message and the campaign log
 
     @property
     def expected(self) -> str:
@@ -386,13 +382,22 @@ def config_case(text: str, stage: str = "validate", suffix: str = ".yaml"
 SECRET = "RETRAIN-PLANTED-SECRET-7f3a9c"   # planted in files that params name
 
 
-def leaked(needles: tuple[str, ...], message: str, home: Path) -> list[str]:
-    """Where any needle shows: the message, the campaign log, any file under the case home."""
+# Files whose job is to hold a secret: where it belongs, never a leak.
+SECRET_HOMES = ("planted-secret.yaml", "admin_password",
+                "simple_auth_manager_passwords.json.generated")
+
+
+def leaked(needles: tuple[str, ...], message: str, home: Path, scope: str = "all"
+           ) -> list[str]:
+    """Where any needle shows: the message, the campaign log, and (scope "all") any file
+    under the case home; scope "logs": the message and the campaign log only (record
+    text belongs in the data and its dead letters, never in what is printed)."""
     if not needles:
         return []
     where = ["message"] if any(n in message for n in needles) else []
     files = [Path(LOG_FILE)] if LOG_FILE else []
-    files += [p for p in home.rglob("*") if p.is_file() and p.name != "planted-secret.yaml"]
+    if scope == "all":
+        files += [p for p in home.rglob("*") if p.is_file() and p.name not in SECRET_HOMES]
     for p in files:
         try:
             if p.stat().st_size < 64 << 20 and any(n.encode() in p.read_bytes() for n in needles):

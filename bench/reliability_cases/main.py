@@ -53,7 +53,9 @@ from .inputs import input_cases
 from .kills import KillTarget, kill_once, rerun
 from .raw_data import raw_cases
 from .registry import registry_cases
+from .ops import ops_cases
 from .runner import first_line, run_case, unblessed_versions
+from .special import special_cases
 
 
 def cases() -> list[Case]:
@@ -69,6 +71,8 @@ def cases() -> list[Case]:
     registry_cases(add)
     hand_off_cases(add)
     hostile_cases(add)
+    special_cases(add)      # hostile use, round 2
+    ops_cases(add)
     for c in C:
         # Step specs are built by code from checked params: any typed failure with a
         # message naming the field is clean there (the DAG never sends these).
@@ -199,7 +203,11 @@ def main(argv: list[str] | None = None) -> int:
         "bad_input_by_category": {cat: sum(r["category"] == cat for r in bad)
                                   for cat in ("raw_data", "params", "config", "registry",
                                               "handoff", "race", "secrets", "hostile",
-                                              "full_disk", "scheduler_kill")},
+                                              "full_disk", "scheduler_kill",
+                                              "special_files", "many_parts", "big_config",
+                                              "empty_data", "settings", "published_files",
+                                              "served_pages", "window_policy", "listeners",
+                                              "encoding")},
         "sigkills": sum(not r["finished_before_kill"] for r in kills),
         "kill_attempts": len(kills),
         "kills_by_step": {f"{f}.{s}": sum(r["family"] == f and r["stage"] == s
@@ -218,6 +226,11 @@ def main(argv: list[str] | None = None) -> int:
         "leaks": sum(r.get("leaks", 0) for r in rows),
         "rollbacks_undone": sum(r.get("rollbacks_undone", 0) for r in rows),
         "hostile_records_retried": sum(r.get("hostile_retried", 0) for r in rows),
+        # hostile use, round 2: each counted from what the cases observed
+        "secrets_or_record_text_in_logs": sum(r.get("leaks", 0) for r in rows),
+        "hangs_past_timeout": sum(r.get("hangs", 0) for r in rows),
+        "silent_drops": sum(r.get("silent_drops", 0) for r in rows),
+        "served_script": sum(r.get("served_script", 0) for r in rows),
         "bomb_peak_rss_mb": {r["name"]: r["figures"]["peak_rss_mb"] for r in rows
                              if "peak_rss_mb" in (r.get("figures") or {})},
     }

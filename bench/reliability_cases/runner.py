@@ -63,9 +63,21 @@ def run_case(case: Case, work: Path) -> dict:
     missing = [n for n in names if n not in outcome.message]
     if missing:
         problems.append(f"message lacks {missing}")
-    leaks = leaked(case.absent, outcome.message, home)
+    figures = outcome.figures or {}
+    # a case that looks for its own secret (one the product generated) reports where
+    leaks = leaked(case.absent, outcome.message, home, case.absent_in) \
+        + list(figures.get("leaked", []))
     if leaks:
         problems.append(f"leaked into {leaks}")
+    hang = int(figures.get("hang", 0))
+    if hang:
+        problems.append("hung past its timeout")
+    silent = int(figures.get("silent_drops", 0))
+    if silent:
+        problems.append(f"{silent} day(s) dropped without being listed")
+    served = int(figures.get("served_script", 0))
+    if served:
+        problems.append(f"a <script> from the data in {served} served page(s)")
     if case.category == "hostile" and outcome.kind == "transient":
         problems.append("a hostile record was taken as transient (it would be retried)")
     out = Path(outcome.out_dir) if outcome.out_dir else None
@@ -104,7 +116,8 @@ def run_case(case: Case, work: Path) -> dict:
             "published_over_broken_registry": over_broken,
             "registry_errors_after": reg_errors_after,
             "rows_lost": 0, "orphans": (outcome.figures or {}).get("orphans", 0),
-            "leaks": len(leaks),
+            "leaks": len(leaks), "hangs": hang, "silent_drops": silent,
+            "served_script": served,
             "hostile_retried": int(case.category == "hostile" and outcome.kind == "transient"),
             "rollbacks_undone": (outcome.figures or {}).get("rollbacks_undone", 0),
             **({"figures": outcome.figures} if outcome.figures else {}),
