@@ -30,7 +30,14 @@ it and marks damaged versions in DAMAGED.json. Nothing is deleted.
 evaluation was compared against (`expect_current`: a version, or None for "nothing was
 published") and, under the same `.lock` that rollback takes, succeeds only if CURRENT still
 names it; otherwise it raises `StaleBaseline` and publishes nothing, so a rollback made while
-a run was in flight is never undone by that run's push (nor by a retry of it). Stdlib only.
+a run was in flight is never undone by that run's push (nor by a retry of it).
+
+An unchanged model is not published again (`publish_if_changed`, what the push stage
+calls): a candidate whose `model_digest` equals the current version's leaves the registry
+as it is and is reported as "unchanged" with the version it matches. The comparison is
+made under the same `.lock`, after the compare-and-swap's check (a stale decision is
+refused even for an identical model), so two pushes of one candidate at once still leave
+one version. Stdlib only.
 """
 from __future__ import annotations
 
@@ -42,6 +49,7 @@ import os
 import re
 import shutil
 import stat
+import logging
 import tempfile
 import time
 from pathlib import Path
@@ -50,6 +58,8 @@ from typing import Any, Iterator
 from retrain.common import digests
 from retrain.common.atomic import read_json, write_json
 from retrain.common.errors import BadData
+
+log = logging.getLogger("retrain.registry")
 
 
 class RegistryBroken(BadData, ValueError):
@@ -108,16 +118,21 @@ META_FILE = "retrain_meta.json"
 CURRENT_FILE = "CURRENT"
 DAMAGED_FILE = "DAMAGED.json"
 CONTENT_KEY = "content"      # {"digest", "files": {path: {"sha256", "size"}}} at publish
+MODEL_DIGEST_KEY = "model_digest"   # what "the same model" is compared by (model_digest)
 LOCK_FILE = ".lock"
 TMP_PREFIX = ".tmp-"
 SAVED_MODEL_FILE = "saved_model.pb"
+# TensorFlow's own fingerprint of a SavedModel (every save since TF 2.12): a random UUID
+# plus hashes of the other files; not part of model_digest.
+FINGERPRINT_FILE = "fingerprint.pb"
+PUBLISHED_OUTCOME, UNCHANGED_OUTCOME = "published", "unchanged"
 CANDIDATE, PUBLISHED, ARCHIVED = "candidate", "published", "archived"
 STAGES = (CANDIDATE, PUBLISHED, ARCHIVED)
 STALE_TMP_SECONDS = 3600
 
 # Keys the registry owns; callers' metadata may not set them.
 RESERVED_KEYS = frozenset({"model_name", "version", "stage", "created_at", "history",
-                           CONTENT_KEY})
+                           CONTENT_KEY, MODEL_DIGEST_KEY})
 # Keys every meta file has (None when the caller did not give them).
 STANDARD_KEYS = ("metrics", "data_span", "run_id", "dag_id", "code_version", "gate",
                  "source_model_uri")
@@ -244,7 +259,37 @@ class Registry:
         no published version). Checked under the model's lock, right before a number is
         allocated (or a retried publish is promoted): if CURRENT names another version,
         `StaleBaseline` is raised and nothing is published. `ANY` (the default): no check.
+
+        A model identical to the current one is published again as a new version here;
+        `publish_if_changed` is the publish that leaves such a registry as it is.
         """
+        return self._publish(model_dir, name, metadata, who=who, why=why,
+                             expect_current=expect_current, skip_unchanged=False)["meta"]
+
+    def publish_if_changed(self, model_dir: str | os.PathLike, name: str,
+                           metadata: dict | None = None, *, who: str | None = None,
+                           why: str | None = None,
+                           expect_current: int | None | _AnyCurrent = ANY) -> dict:
+        """`publish`, unless the candidate is the model already current: same
+        `model_digest` as the version CURRENT names. Returns {"outcome": "published" |
+        "unchanged", "version", "model_digest", "meta"}; "unchanged" names the current
+        version it matches (its meta, untouched) and writes nothing to the registry.
+
+        Only CURRENT counts: a candidate equal to an archived version (one rolled back
+        from) is a change from what is served, and is published as a new version. The
+        comparison is made under the model's lock, right after the compare-and-swap's
+        check and before a number is allocated: one critical section, so two pushes of
+        one candidate at once leave one version (the second finds it current: "unchanged"
+        if its evaluation named that version, `StaleBaseline` if it named the one before,
+        as for any decision made on stale facts). A current version whose files no longer
+        match their recorded digests is not "the same model": the candidate is
+        published."""
+        return self._publish(model_dir, name, metadata, who=who, why=why,
+                             expect_current=expect_current, skip_unchanged=True)
+
+    def _publish(self, model_dir: str | os.PathLike, name: str, metadata: dict | None,
+                 *, who: str | None, why: str | None,
+                 expect_current: int | None | _AnyCurrent, skip_unchanged: bool) -> dict:
         expect_current = _check_expectation(expect_current)
         src = Path(model_dir)
         if not src.is_dir():
@@ -264,6 +309,10 @@ class Registry:
         who = who or (f"{dag_id}/{run_id}" if dag_id and run_id else default_who())
         why = why or _publish_reason(gate)
 
+        def published(meta: dict) -> dict:
+            return {"outcome": PUBLISHED_OUTCOME, "version": meta["version"],
+                    "model_digest": meta.get(MODEL_DIGEST_KEY), "meta": meta}
+
         mdir = self._model_dir(name)
         mdir.mkdir(parents=True, exist_ok=True)
         try:
@@ -278,7 +327,8 @@ class Registry:
                 f"rollback {name} --to VERSION --why ...` rewrites CURRENT") from None
         if run_id and self.find_run(name, run_id, dag_id) is not None:
             with self._lock(mdir):
-                return self._finish_existing(name, run_id, dag_id, who, why, expect_current)
+                return published(self._finish_existing(name, run_id, dag_id, who, why,
+                                                        expect_current))
         # Fail fast, before copying a model that would be refused; the check that counts
         # is the one under the lock below.
         self._compare(name, mdir, expect_current)
@@ -288,28 +338,65 @@ class Registry:
             _copy_savedmodel(src, tmp)
             # The digests of what was copied: every later read is checked against them.
             content = digests.manifest(tmp, skip=frozenset({META_FILE}))
+            digest = _model_digest(content)
             with self._lock(mdir):
                 if run_id and self.find_run(name, run_id, dag_id) is not None:
-                    return self._finish_existing(name, run_id, dag_id, who, why,
-                                                 expect_current)
+                    return published(self._finish_existing(name, run_id, dag_id, who, why,
+                                                            expect_current))
                 self._compare(name, mdir, expect_current)   # the compare of the swap
+                if skip_unchanged:   # one critical section with the swap
+                    same = self._unchanged(name, mdir, digest)
+                    if same is not None:
+                        return same
                 version = self._next_version(mdir)
                 now = _now()
                 meta = {key: metadata.get(key) for key in STANDARD_KEYS}
                 meta.update(metadata)
                 meta.update({
                     "model_name": name, "version": version, "stage": CANDIDATE,
-                    "created_at": now, CONTENT_KEY: content,
+                    "created_at": now, CONTENT_KEY: content, MODEL_DIGEST_KEY: digest,
                     "history": [{"at": now, "who": who, "why": why, "action": "publish",
                                  "from": None, "to": CANDIDATE}],
                 })
                 write_json(tmp / META_FILE, _jsonable(meta))
                 os.rename(tmp, mdir / str(version))
                 tmp = None
-                return self._promote(name, version, who=who, why=why, action="publish")
+                return published(self._promote(name, version, who=who, why=why,
+                                               action="publish"))
         finally:
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
+
+    def _unchanged(self, name: str, mdir: Path, digest: str) -> dict | None:
+        """The "unchanged" outcome if the current version's model digest is `digest` and
+        its files still match what was recorded at publish; None otherwise. Call under
+        the lock."""
+        current = self._read_current(mdir)
+        if current is None:
+            return None
+        vdir = mdir / str(current)
+        meta = self._read_meta(vdir)
+        if meta is None:
+            return None
+        have = meta.get(MODEL_DIGEST_KEY)
+        if not isinstance(have, str):   # published before model digests were kept
+            try:
+                have = model_digest(vdir)
+            except (OSError, digests.NotRegularFile):
+                return None
+        if have != digest:
+            return None
+        found = _integrity(vdir)
+        if found["state"] == DAMAGED:
+            log.warning("model %r: the candidate has the model digest of current version %s, "
+                        "but that version's files no longer match what was recorded when it "
+                        "was published (%s): publishing the candidate", name, current,
+                        "; ".join(found["problems"][:3]))
+            return None
+        log.debug("model %r: candidate is identical to current version %s (model digest %s): "
+                 "unchanged, nothing published", name, current, digest)
+        return {"outcome": UNCHANGED_OUTCOME, "version": current, "model_digest": digest,
+                "meta": meta}
 
     def rollback(self, name: str, to_version: int | None = None, who: str | None = None,
                  why: str | None = None) -> dict:
@@ -817,6 +904,36 @@ def _integrity(vdir: Path, quick: bool = False) -> dict:
         return out(DAMAGED, [f"{META_FILE}: its {CONTENT_KEY!r} record is malformed"])
     problems = digests.compare(vdir, files, skip=frozenset({META_FILE}), quick=quick)
     return out(DAMAGED if problems else INTACT, problems, content)
+
+
+def model_digest(model_dir: str | os.PathLike) -> str:
+    """What "the same model" means when a candidate is compared with the published one:
+    one digest (`digests.tree_digest`) over the SHA-256 of every file of the SavedModel,
+    as the registry records them at publish (`digests.manifest`: variables data and index,
+    saved_model.pb, assets, assets.extra), except `fingerprint.pb` and the registry's meta.
+
+    Why fingerprint.pb is left out: TensorFlow writes a random UUID into it on every save,
+    so one model exported twice never has the same bytes there; the rest of it is hashes
+    of saved_model.pb and the variables, which are in the digest themselves. Why
+    saved_model.pb counts byte for byte: TensorFlow's regularized hashes in fingerprint.pb
+    (graph_def_program_hash, signature_def_hash) leave the traced functions' bodies out
+    (checked with TF 2.21: a sigmoid changed to tanh keeps both), so they cannot tell two
+    models apart; and no stdlib parser of the graph can. The cost is on the safe side:
+    the same model re-exported with other graph bytes (a second save in one process renames
+    its traced functions) gets another digest and is published again, as before; a
+    different model never gets the same one. What this catches is the same export handed
+    to push again (a reused training artifact) and an export whose program and weights
+    came out byte-identical (one save per fresh process, as the trainer does)."""
+    root = Path(model_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root} does not exist or is not a directory")
+    return _model_digest(digests.manifest(root, skip=frozenset({META_FILE})))
+
+
+def _model_digest(content: dict) -> str:
+    """model_digest of a folder whose manifest (digests.manifest) is `content`."""
+    return digests.tree_digest({rel: entry for rel, entry in content["files"].items()
+                                if rel != FINGERPRINT_FILE})
 
 
 def verify_model_dir(model_dir: str | os.PathLike) -> None:

@@ -157,7 +157,8 @@ def run_page(dag_id: str, run_id: str, folder: Path, events: list[dict] = ()) ->
         rows.append(("published", (_link(f"{PREFIX}/lineage/{model}/{published['version']}",
                                          f"{model} version {published['version']} (lineage)")
                                    if published else
-                                   "nothing (shadow run)" if s.get("shadow")
+                                   _unchanged_cell(model, s["unchanged"]) if s.get("unchanged")
+                                   else "nothing (shadow run)" if s.get("shadow")
                                    else "nothing (not blessed)")))
     else:
         rows.append(("status", html.escape(_status_before_push(folder, ctx))))
@@ -170,6 +171,14 @@ def run_page(dag_id: str, run_id: str, folder: Path, events: list[dict] = ()) ->
     return _page(f"{html.escape(dag_id)}: {html.escape(run_id)}",
                  f"<table>{body}</table><h3>asset events of this run</h3>"
                  + asset_events_view.table(list(events), with_run=False))
+
+
+def _unchanged_cell(model: str, unchanged: dict) -> str:
+    """A push that found the candidate identical to the published model (push.py)."""
+    version = unchanged.get("version")
+    return ("nothing: unchanged, identical to "
+            + _link(f"{PREFIX}/lineage/{model}/{version}", f"{model} version {version}")
+            + html.escape(f" (model digest {unchanged.get('model_digest')})"))
 
 
 def _page(title: str, body: str) -> str:

@@ -100,6 +100,9 @@ def publish_or_skip(model_name: str, asset, ctx: RunContext, *, dag_run, outlet_
     and attach the version to the model Asset's event; a shadow run or a rejected candidate
     is recorded and the task skipped: skipped, not failed (the run did its job), and a
     skipped task emits no asset event, so nothing downstream sees an unpublished model.
+    A candidate identical to the published model is skipped the same way ("unchanged",
+    naming the version it matches, in the log and the run summary; no alert but the age
+    check).
     A rejected candidate alerts (a shadow run does not), and so does a serving model that
     stays past its age limit (retrain.orchestration.alerts).
 
@@ -121,6 +124,14 @@ def publish_or_skip(model_name: str, asset, ctx: RunContext, *, dag_run, outlet_
     except (BadData, BadDataFailed) as e:   # a retry cannot help (StaleBaseline among them)
         raise AirflowFailException(str(e)) from None
     published = summary["published"]
+    unchanged = summary.get("unchanged")
+    if unchanged and not ctx.shadow:
+        # The candidate is the model already published: nothing new to serve, so no
+        # asset event (the model's consumers would redo their work for the same model),
+        # no rejection alert. Skipped, with the version it matches as the task's last line.
+        logging.getLogger("retrain.dag").info("push skipped: %s", unchanged["message"])
+        alerts.stale_model(ctx, dag_run.dag_id)   # the serving model stays: how old is it?
+        raise AirflowSkipException(unchanged["message"])
     if ctx.shadow or not published:
         # Airflow logs a skip as a bare "Skipping task.": the reason is logged first, as
         # the task's last line of its own, where the person reading the log looks.

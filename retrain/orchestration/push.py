@@ -6,12 +6,15 @@ summary and left unpublished; a blessed one that fails the serving check is neve
 published, forced or not. The publish is a compare-and-swap against the model evaluation
 compared the candidate with (design rule 20): if a rollback or another publish changed the
 current version since, the registry refuses with `StaleBaseline`, the refusal is recorded
-in the summary (`publish_refused`) and the error is raised. Writes
+in the summary (`publish_refused`) and the error is raised. A candidate that is the model
+already current (same `registry.model_digest`) is not published again: the summary says
+`unchanged` (the version it matches) and the registry keeps its versions as they are. Writes
 `<run_dir>/run_summary.json`: everything the run did, which the demo and the lineage tools
 read.
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from retrain.orchestration import lineage
@@ -19,6 +22,8 @@ from retrain.common.atomic import read_json, write_json
 from retrain.orchestration.launch import StepFailed, run_step
 from retrain.common.version import code_version
 from retrain.common.registry import Registry, StaleBaseline
+
+log = logging.getLogger("retrain.push")
 
 SUMMARY_FILE = "run_summary.json"
 # baseline_version not passed: take the one the evaluate task recorded.
@@ -35,7 +40,9 @@ def publish_if_blessed(*, model_name: str, registry_root: str, run_dir: str, dag
                        baseline_version: int | None = _FROM_EVALUATION,  # type: ignore[assignment]
                        home: str | None = None) -> dict:
     """Returns the run summary; `summary["published"]` is None when nothing was published
-    (rejected by the gate, or a shadow run, which never publishes).
+    (rejected by the gate, a shadow run, which never publishes, or a candidate identical to
+    the current model: then `summary["unchanged"]` = {"model", "version" (the current
+    version it matches), "model_digest", "message"}).
 
     `serving_check_module`: the family's serving check step (same spec fields: model_dir,
     eval_dir, out_dir); `headline`: the family's headline metrics, copied into the summary
@@ -51,7 +58,8 @@ def publish_if_blessed(*, model_name: str, registry_root: str, run_dir: str, dag
     parent, as `retrain.common.paths` lays them out)."""
     summary = {"dag_id": dag_id, "run_id": run_id, "span": span, "validation": validation,
                "preprocess": preprocessed, "train": trained, "evaluation": evaluation,
-               "code_version": code_version(), "published": None, "shadow": shadow}
+               "code_version": code_version(), "published": None, "unchanged": None,
+               "shadow": shadow}
     summary_path = Path(run_dir) / SUMMARY_FILE
     if shadow or not evaluation["blessed"]:
         write_json(summary_path, summary)
@@ -82,7 +90,7 @@ def publish_if_blessed(*, model_name: str, registry_root: str, run_dir: str, dag
     report = read_json(evaluation["eval_uri"])
     registry = Registry(registry_root)
     try:
-        meta = registry.publish(trained["model_dir"], model_name, {
+        outcome = registry.publish_if_changed(trained["model_dir"], model_name, {
             "metrics": report["candidate"], "baseline_metrics": report["baseline"],
             # How its held-out rows were chosen: a later evaluation against this version
             # scores only rows held out under both splits (components.ctr.evaluate).
@@ -107,6 +115,16 @@ def publish_if_blessed(*, model_name: str, registry_root: str, run_dir: str, dag
                                       "current": e.current}
         write_json(summary_path, summary)
         raise
+    meta = outcome["meta"]
+    if outcome["outcome"] == "unchanged":
+        message = (f"unchanged: the candidate is identical to the published {model_name} "
+                   f"version {outcome['version']} (model digest {outcome['model_digest']}); "
+                   f"nothing was published")
+        log.info("push: %s", message)
+        summary["unchanged"] = {"model": model_name, "version": outcome["version"],
+                                "model_digest": outcome["model_digest"], "message": message}
+        write_json(summary_path, summary)
+        return summary
     lineage.record(run_dir, {
         "name": "publish", "type": "registered_model",
         "uri": str(registry.model_path(model_name, meta["version"])),
@@ -121,6 +139,7 @@ def publish_if_blessed(*, model_name: str, registry_root: str, run_dir: str, dag
         [str(registry.model_path(model_name, meta["version"]))])
     metrics = {m: report["candidate"].get(m) for m in headline}
     summary["published"] = {"version": meta["version"], "stage": meta["stage"],
+                            "model_digest": outcome["model_digest"],
                             "metrics": metrics, **metrics}
     write_json(summary_path, summary)
     return summary

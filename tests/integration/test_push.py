@@ -139,7 +139,9 @@ def test_push_against_a_baseline_that_is_no_longer_current_is_refused(
     assert registry.current_version("ctr") == 1
     assert sorted(p.name for p in (tmp_path / "registry" / "ctr").iterdir()) == before
 
-    # Named explicitly, the baseline overrides the evaluation's (here: the current one).
+    # Named explicitly, the baseline overrides the evaluation's (here: the current one):
+    # no refusal. The candidate is v1's model (every version here is the trained model),
+    # so it is not published again (issue 46): unchanged, the registry as it was.
     summary = publish_if_blessed(
         model_name="ctr", registry_root=str(tmp_path / "registry"),
         run_dir=str(tmp_path / "run"), dag_id="ctr_daily_retrain", run_id="run-1",
@@ -147,5 +149,7 @@ def test_push_against_a_baseline_that_is_no_longer_current_is_refused(
         preprocessed=preprocessed, trained={"model_dir": trained["model_dir"]},
         evaluation=evaluation, serving_check_module="components.ctr.serving_check",
         baseline_version=1)
-    assert summary["published"]["version"] == 3 and "publish_refused" not in summary
-    assert registry.current_version("ctr") == 3 and registry.check("ctr") == []
+    assert summary["published"] is None and "publish_refused" not in summary
+    assert summary["unchanged"]["version"] == 1
+    assert registry.current_version("ctr") == 1 and registry.check("ctr") == []
+    assert sorted(p.name for p in (tmp_path / "registry" / "ctr").iterdir()) == before
