@@ -22,8 +22,11 @@ and `<out_dir>/train_summary.json`, atomically; checkpoints go to `checkpoint_di
 The parts a reader holds apart: the network (`components.ctr.model`: per-ID biases with
 a count-weighted prior, item popularity, numerics, a small MLP, optional factorization-
 machine crosses), the input (`components.ctr.train_input`: shards, the preprocessing
-job's counts, per-worker shares), the export (`components.ctr.train_export`); this module
-keeps the spec, the roles and the loop. It is the platform's one CTR trainer: the tests
+job's counts, per-worker shares), the loop (`components.ctr.train_loop`: chunks of steps,
+checkpoints, validation, early stopping), where a run starts from
+(`components.ctr.train_checkpoint`: resume, warm start) and the export
+(`components.ctr.train_export`); this module keeps the spec, the roles and the phases of a
+run in order. It is the platform's one CTR trainer: the tests
 train with it in one process, production on a cluster.
 
 How long it trains is a budget in examples (`train_examples`; default max(3 passes,
@@ -40,6 +43,7 @@ first step.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -48,15 +52,16 @@ import sys
 import time
 from pathlib import Path
 
-from components.ctr import train_export
-from components.ctr.chunks import ChunkScheduler
-from components.ctr.model import build_net, leaves, named_variables, shard_layout
-from components.ctr.train_export import SERVING_DIR
+from components.ctr import train_checkpoint, train_export
+from components.ctr.model import build_net, leaves, shard_layout
+from components.ctr.train_checkpoint import drop_partial_checkpoints
 from components.ctr.train_input import (MAX_VALIDATION_ROWS, VALIDATION_BATCH, make_dataset_fn,
                                         preprocessed_validation_percent, prior_weights,
                                         window_rows)
+from components.ctr.train_loop import (LoopPlan, LoopResult, Placement, Trainable, TrainLoop,
+                                       validate_every)
 from retrain.common import tf_keras_env
-from retrain.common.step import drop_known_lines, main
+from retrain.common.step import main
 
 log = logging.getLogger("retrain.ps_train")
 
@@ -64,10 +69,8 @@ PROGRESS_FILE = "progress.json"
 SERVER_ROLES = ("ps", "worker")
 DEFAULT_PASSES = 3
 MIN_TRAIN_EXAMPLES = 300_000
-VALIDATIONS_PER_BUDGET = 12
 MIN_REMOTE_CALL_TIMEOUT_S = 5
 REMOTE_TIMEOUT_RETRIES = 3    # timed-out remote calls the coordinator runs again, per run
-BEST_DIR = "best"             # under the checkpoint dir: the best validated parameters
 
 
 @dataclasses.dataclass
@@ -270,24 +273,12 @@ def serve() -> int:
 # ----------------------------------------------------------------------------- train
 
 def checkpoint_dir(spec: PsTrainSpec) -> Path:
+    """The spec's checkpoint dir, else `<out_dir>_checkpoints` beside the artifact, so a
+    retried task finds what the killed one saved."""
     if spec.checkpoint_dir:
         return Path(spec.checkpoint_dir)
     out = Path(spec.out_dir)
     return out.with_name(out.name + "_checkpoints")
-
-
-def _warm_start_path(path: str) -> str:
-    """The variables checkpoint inside a SavedModel (or an artifact dir holding one); a
-    published version whose files differ from its recorded digests is refused."""
-    from retrain.common.registry import verify_model_dir
-
-    verify_model_dir(path)   # the published model: its files as published (ModelTampered)
-    p = Path(path)
-    for cand in (p, p / SERVING_DIR):
-        if (cand / "variables" / "variables.index").exists():
-            return str(cand / "variables" / "variables")
-    raise FileNotFoundError(f"warm_start_from={path}: no SavedModel variables found "
-                            f"(looked for variables/variables.index in it and in {SERVING_DIR}/)")
 
 
 def run(spec: PsTrainSpec) -> dict:
@@ -308,33 +299,65 @@ def run(spec: PsTrainSpec) -> dict:
         raise
 
 
-def drop_partial_checkpoints(directory: Path) -> list[str]:
-    """Remove the `*_temp` folders a save cut short leaves (a full disk, a kill between
-    write and rename); complete checkpoints stay, so a retry resumes from the last one."""
-    import shutil
-    dropped = []
-    if Path(directory).is_dir():
-        for tmp in sorted(Path(directory).rglob("*_temp")):
-            if tmp.is_dir():
-                shutil.rmtree(tmp, ignore_errors=True)
-                dropped.append(str(tmp))
-    return dropped
+@dataclasses.dataclass
+class _Window:
+    """What the preprocessing job wrote and counted for this run, and the budget it gets:
+    every later phase reads it, none reads a row to make it."""
+    pre: Path
+    fcfg: object
+    cfg: dict
+    tft_output: object
+    feature_spec: dict
+    eval_pattern: str
+    stats: object                      # training SplitStats (rows, click rate, counts)
+    validation_rows: int
+    train_patterns: list
+    validation_pattern: str | None
+    validation_percent: int
+    stats_seconds: float
+    priors: dict                       # per-row prior weights of the per-id tables
+    budget_examples: int
+    total_steps: int
+    base_rate: float
 
 
 def _train(spec: PsTrainSpec, distributed: bool) -> dict:
-    import numpy as np
+    """The chief's (or the one process's) run, phase by phase: window, placement, network,
+    starting point, loop, export."""
+    entered = time.time()
+    window, started = _window(spec)
+    placement = _placement(spec, distributed, window.total_steps)
+    trainable = _trainable(spec, window, placement)
+    ckpt_dir = checkpoint_dir(spec)
+    resumed_from, warm_started = train_checkpoint.restore(trainable, ckpt_dir,
+                                                          spec.warm_start_from)
+    outcome = _loop(spec, window, placement, trainable, ckpt_dir, resumed_from).run()
+    check = _in_cluster_check(spec, window, trainable.net, placement)
+    summary = _summary(spec, window, placement, outcome, trainable.net,
+                       before_first_step=outcome.started - entered,
+                       resumed_from=resumed_from, warm_started=warm_started, ckpt_dir=ckpt_dir)
+    result = {"artifact_dir": str(Path(spec.out_dir)), "total_steps": window.total_steps,
+              "steps_run": outcome.step, "best_step": outcome.stopper.best_step,
+              "resumed_from_step": resumed_from,
+              **{k: summary[k] for k in ("examples_per_second", "stats_seconds", "loop_seconds",
+                                         "before_first_step_seconds")},
+              "checkpoint_dir": str(ckpt_dir)}
+    if not spec.export:
+        # No copy to the coordinator (a table may not fit there), so no evaluation either.
+        summary["train_seconds"] = round(time.time() - started, 1)
+        return {**result, "model_dir": None, "val_auc": None, "val_log_loss": None,
+                "train_seconds": summary["train_seconds"], "summary": summary}
+    return _export(spec, window, trainable.net, summary, result, outcome, check, started)
+
+
+def _window(spec: PsTrainSpec) -> tuple[_Window, float]:
+    """Read the transform graph and the job's counts (no pass over rows) and fix the budget;
+    also the time training starts counting from (after the transform graph loads)."""
     import tensorflow as tf
     import tensorflow_transform as tft
-    from tensorflow_transform.keras_lib import tf_keras
-
-    from retrain.common.atomic import write_json
     from components.ctr import feature_config as fc
-    from components.ctr import optimizers
     from components.ctr.formats import EVAL_DIR, TRAIN_DIR, TRANSFORM_DIR
-    from components.ctr.transform import (raw_batch, serving_signature,
-                                          serving_to_transform_inputs)
 
-    entered = time.time()
     pre = Path(spec.preprocess_dir)
     fcfg = fc.for_preprocess_dir(pre)
     cfg = _config(spec, fcfg)
@@ -343,293 +366,173 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
         raise FileNotFoundError(f"no tf.Transform output in {pre / TRANSFORM_DIR}")
     tft_output = tft.TFTransformOutput(str(pre / TRANSFORM_DIR))
     feature_spec = dict(tft_output.transformed_feature_spec())
-    eval_pattern = str(pre / EVAL_DIR / "*.tfrecord.gz")
 
     started = time.time()
     train_stats, validation_rows, train_patterns, validation_pattern = window_rows(
         pre, fcfg, spec.validation_percent > 0)
     if train_stats.rows == 0:
         raise ValueError(f"no training rows in {pre / TRAIN_DIR}")
-    rows, click_rate, counts = train_stats.rows, train_stats.click_rate, train_stats.counts
+    rows = train_stats.rows
     validation_percent = (preprocessed_validation_percent(pre)
                           if validation_pattern is not None else 0)
     stats_seconds = time.time() - started      # reading the job's counts: no pass over rows
-    priors = prior_weights(spec, cfg, counts)
+    priors = prior_weights(spec, cfg, train_stats.counts)
     budget_examples, total_steps = train_budget(spec, rows)
     log.info("budget: %d examples = %d steps of %d over %d training rows (%.1f passes)%s",
              budget_examples, total_steps, spec.batch_size, rows,
              total_steps * spec.batch_size / rows,
              f"; validation slice {validation_rows} rows" if validation_percent else "")
-    base_rate = min(max(click_rate, 1e-4), 1 - 1e-4)
+    return _Window(pre, fcfg, cfg, tft_output, feature_spec,
+                   str(pre / EVAL_DIR / "*.tfrecord.gz"), train_stats, validation_rows,
+                   train_patterns, validation_pattern, validation_percent, stats_seconds,
+                   priors, budget_examples, total_steps,
+                   min(max(train_stats.click_rate, 1e-4), 1 - 1e-4)), started
 
-    strategy = coordinator = None
-    if distributed:
-        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-        num_ps = resolver.cluster_spec().num_tasks("ps")
-        num_workers = resolver.cluster_spec().num_tasks("worker")
-        if not num_ps or not num_workers:
-            raise ValueError(f"TF_CONFIG cluster needs ps and worker tasks: "
-                             f"{resolver.cluster_spec().as_dict()}")
-        partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
-            min_shard_bytes=spec.min_shard_bytes, max_shards=spec.max_shards or num_ps)
-        strategy = tf.distribute.ParameterServerStrategy(resolver, variable_partitioner=partitioner)
-        coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
-        log.info("cluster: %d ps, %d workers; %d steps of %d rows, %d per remote call",
-                 num_ps, num_workers, total_steps, spec.batch_size, spec.steps_per_execution)
-    scope = strategy.scope() if strategy else _nullcontext()
 
-    with scope:
-        net = build_net(cfg, counts, base_rate)
+def _placement(spec: PsTrainSpec, distributed: bool, total_steps: int) -> Placement:
+    """On a cluster, the strategy whose partitioner shards the tables over the parameter
+    servers, and its coordinator; in one process, nothing."""
+    if not distributed:
+        return Placement()
+    import tensorflow as tf
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    num_ps = resolver.cluster_spec().num_tasks("ps")
+    num_workers = resolver.cluster_spec().num_tasks("worker")
+    if not num_ps or not num_workers:
+        raise ValueError(f"TF_CONFIG cluster needs ps and worker tasks: "
+                         f"{resolver.cluster_spec().as_dict()}")
+    partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
+        min_shard_bytes=spec.min_shard_bytes, max_shards=spec.max_shards or num_ps)
+    strategy = tf.distribute.ParameterServerStrategy(resolver, variable_partitioner=partitioner)
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    log.info("cluster: %d ps, %d workers; %d steps of %d rows, %d per remote call",
+             num_ps, num_workers, total_steps, spec.batch_size, spec.steps_per_execution)
+    return Placement(strategy, coordinator, num_ps, num_workers)
+
+
+def _trainable(spec: PsTrainSpec, window: _Window, placement: Placement) -> Trainable:
+    """The network, its optimizer and step counter, created under the strategy's scope so
+    the tables land sharded on the parameter servers."""
+    import tensorflow as tf
+    from tensorflow_transform.keras_lib import tf_keras
+    from components.ctr import optimizers
+
+    strategy = placement.strategy
+    with strategy.scope() if strategy else contextlib.nullcontext():
+        net = build_net(window.cfg, window.stats.counts, window.base_rate)
         if spec.lr_decay == "cosine":
-            lr = tf_keras.optimizers.schedules.CosineDecay(spec.learning_rate, total_steps,
-                                                           alpha=0.1)
+            lr = tf_keras.optimizers.schedules.CosineDecay(spec.learning_rate,
+                                                           window.total_steps, alpha=0.1)
         else:
             lr = spec.learning_rate
         optimizer = optimizers.make(spec.optimizer, lr)
         train_vars = leaves(net)
         optimizer.build(train_vars)
         step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-    layout = shard_layout(net)
-    for name, shards in layout.items():
+    for name, shards in shard_layout(net).items():
         if len(shards) > 1 or name.startswith("emb/user"):
             log.info("%s: %s", name, ", ".join(f"{s['shape']}@{s['device']}" for s in shards))
+    return Trainable(net, optimizer, train_vars, step_var)
 
-    ckpt_dir = checkpoint_dir(spec)
-    # For variables on several devices (the parameter servers) TensorFlow's
-    # `MultiDeviceSaver.save` defines a new tf.function on every call, so from the fifth
-    # checkpoint on each save "triggered tf.function retracing": by design, nothing to do.
-    drop_known_lines("tensorflow", "MultiDeviceSaver.save")
-    ckpt = tf.train.Checkpoint(model=net, optimizer=optimizer, step=step_var)
-    manager = tf.train.CheckpointManager(ckpt, str(ckpt_dir), max_to_keep=2)
-    resumed_from = 0
-    warm_started = None
-    if manager.latest_checkpoint:
-        ckpt.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        resumed_from = int(step_var.numpy())
-        log.info("resumed from %s at step %d", manager.latest_checkpoint, resumed_from)
-    elif spec.warm_start_from:
-        # Only the learned parameters: today's counts, optimizer state and step start anew,
-        # and rows of IDs the previous model never saw are still at their initial values.
-        path = _warm_start_path(spec.warm_start_from)
-        view = tf.Module()              # the export's object path: root.model.params
-        view.model = tf.Module()
-        view.model.params = net.params
-        saved = [k for k in tf.train.load_checkpoint(path).get_variable_to_shape_map()
-                 if k.startswith("model/params/") and k.endswith("VARIABLE_VALUE")]
-        wanted = [n for n, _ in named_variables(net) if not n.startswith("count/")]
-        if len(saved) != len(wanted):
-            raise ValueError(f"warm_start_from={spec.warm_start_from}: it holds {len(saved)} "
-                             f"model parameters, this model has {len(wanted)}: incompatible")
-        tf.train.Checkpoint(root=view).restore(path).expect_partial()
-        warm_started = path
-        log.info("warm start from %s", path)
 
-    def step_fn(features, labels):
-        with tf.GradientTape() as tape:
-            probs, penalty = net.forward(features, training=True)
-            loss = tf.reduce_mean(tf_keras.losses.binary_crossentropy(
-                labels[:, None], probs[:, None])) + penalty
-        grads = tape.gradient(loss, train_vars)
-        optimizer.apply_gradients(zip(grads, train_vars))
-        return loss
-
+def _loop(spec: PsTrainSpec, window: _Window, placement: Placement, trainable: Trainable,
+          ckpt_dir: Path, resumed_from: int) -> TrainLoop:
+    """The loop over this window's inputs: each worker's share of the training shards and,
+    when early stopping is on, passes over the validation slice."""
+    distributed = placement.coordinator is not None
     k = int(spec.steps_per_execution)
-
-    @tf.function
-    def train_chunk(iterator, n):
-        total = tf.constant(0.0)
-        for _ in tf.range(n):
-            features, labels = next(iterator)
-            if strategy is not None:
-                loss = strategy.run(step_fn, args=(features, labels))
-            else:
-                loss = step_fn(features, labels)
-            total += loss
-        return total / tf.cast(n, tf.float32)
-
-    def val_fn(features, labels):
-        probs, _ = net.forward(features, training=False)
-        per_row = tf_keras.losses.binary_crossentropy(labels[:, None], probs[:, None])
-        return tf.reduce_sum(per_row), tf.cast(tf.size(per_row), tf.float32)
-
-    @tf.function
-    def val_pass(iterator, n):
-        total, count = tf.constant(0.0), tf.constant(0.0)
-        for _ in tf.range(n):
-            features, labels = next(iterator)
-            if strategy is not None:
-                s, c = strategy.run(val_fn, args=(features, labels))
-            else:
-                s, c = val_fn(features, labels)
-            total += s
-            count += c
-        return total / tf.maximum(count, 1.0)
-
-    def iterate(dataset_fn):
-        if coordinator is not None:
-            return iter(coordinator.create_per_worker_dataset(dataset_fn))
-        return iter(dataset_fn())
-
     train_fn = make_dataset_fn(
-        train_patterns, feature_spec, spec.batch_size, priors,
-        seed=None if distributed else spec.seed, repeat=True, label=fcfg.label, split="train",
-        workers=num_workers if distributed else 1)
-    def chunked(fn, dataset_fn, input_name):
-        """On a cluster, a scheduler that runs lost chunks again; locally, a plain iterator."""
-        if coordinator is not None:
-            return ChunkScheduler(coordinator, fn, lambda: iterate(dataset_fn),
-                                  input_name=input_name), None
-        return None, iterate(dataset_fn)
+        window.train_patterns, window.feature_spec, spec.batch_size, window.priors,
+        seed=None if distributed else spec.seed, repeat=True, label=window.fcfg.label,
+        split="train", workers=placement.num_workers if distributed else 1)
+    validation_fn, val_every, val_batches = None, 0, 0
+    if window.validation_percent:
+        validation_fn = make_dataset_fn(
+            window.validation_pattern, window.feature_spec, VALIDATION_BATCH, {}, None,
+            repeat=True, label=window.fcfg.label, split="validation")
+        val_batches = -(-min(window.validation_rows, MAX_VALIDATION_ROWS) // VALIDATION_BATCH)
+        val_every = validate_every(spec.validate_every_steps, window.total_steps, k)
+    plan = LoopPlan(window.total_steps, resumed_from, k, spec.batch_size, ckpt_dir,
+                    ckpt_dir / PROGRESS_FILE, max(spec.checkpoint_every_steps, 0),
+                    val_every, val_batches, spec.early_stopping_patience)
+    return TrainLoop(trainable, placement, plan, train_fn, validation_fn)
 
-    chunks, iterator = chunked(train_chunk, train_fn, "training input")
-    progress_file = ckpt_dir / PROGRESS_FILE
-    stopper = _EarlyStopping(spec.early_stopping_patience,
-                             _read_progress(progress_file, resumed_from).get("early_stopping"))
-    val_every = val_batches = 0
-    if validation_percent:
-        val_fn_data = make_dataset_fn(
-            validation_pattern, feature_spec, VALIDATION_BATCH, {}, None, repeat=True,
-            label=fcfg.label, split="validation")
-        val_chunks, val_iterator = chunked(val_pass, val_fn_data, "validation input")
-        val_batches = -(-min(validation_rows, MAX_VALIDATION_ROWS) // VALIDATION_BATCH)
-        val_every = spec.validate_every_steps or k * max(
-            1, round(total_steps / VALIDATIONS_PER_BUDGET / k))
-    best_manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=net),
-                                              str(ckpt_dir / BEST_DIR), max_to_keep=1)
 
-    def validate(at_step: int) -> None:
-        if val_chunks is not None:
-            val_chunks.schedule(at_step, val_batches)
-            [(_, loss)] = val_chunks.settle()
-        else:
-            loss = float(val_pass(val_iterator, tf.constant(val_batches)))
-        if stopper.update(at_step, loss):
-            best_manager.save(checkpoint_number=at_step)
-        log.info("validation log loss %.5f at step %d (best %.5f at step %d%s)", loss, at_step,
-                 stopper.best, stopper.best_step,
-                 f"; no improvement {stopper.bad}/{stopper.patience}" if stopper.bad else "")
+def _in_cluster_check(spec: PsTrainSpec, window: _Window, net, placement: Placement
+                      ) -> list[float] | None:
+    """Predictions for the spec's raw rows made where the network trained (on the cluster),
+    so the export can be checked against them; None without `check_raw_rows`."""
+    if not spec.check_raw_rows:
+        return None
+    import numpy as np
+    import tensorflow as tf
+    from components.ctr.transform import raw_batch, serving_to_transform_inputs
 
-    losses: list[tuple[int, float]] = []   # (step at the end of the chunk, mean loss)
-    step = resumed_from
-    every = spec.checkpoint_every_steps if spec.checkpoint_every_steps > 0 else None
-    next_ckpt = (step // every + 1) * every if every else total_steps
-    next_val = (step // val_every + 1) * val_every if val_every else None
-    loop_started = time.time()
-    try:
-        while step < total_steps and not stopper.stop:
-            n = min(k, total_steps - step, (next_val - step) if next_val else k)
-            if chunks is not None:
-                chunks.schedule(step + n, n)
-            else:
-                losses.append((step + n, float(train_chunk(iterator, tf.constant(n)))))
-            step += n
-            checkpoint_now = step >= next_ckpt or step >= total_steps
-            validate_now = next_val is not None and (step >= next_val or step >= total_steps)
-            if chunks is not None and (checkpoint_now or validate_now):
-                losses += chunks.settle()
-            if validate_now:
-                validate(step)
-                next_val += val_every
-            if checkpoint_now or stopper.stop:
-                if every:
-                    step_var.assign(step)
-                    manager.save(checkpoint_number=step)
-                    next_ckpt = (step // every + 1) * every
-                write_json(progress_file, {"step": step, "total_steps": total_steps,
-                                           "loss": losses[-1][1] if losses else None,
-                                           "early_stopping": stopper.state()})
-                done, elapsed = step - resumed_from, time.time() - loop_started
-                rate = done / elapsed if elapsed > 0 and done > 0 else 0.0
-                eta = f"{(total_steps - step) / rate:.0f}s" if rate else "?"
-                log.info("step %d/%d loss %.4f, %.1f steps/s (%.0f examples/s), ETA %s%s",
-                         step, total_steps, losses[-1][1] if losses else float("nan"),
-                         rate, rate * spec.batch_size, eta,
-                         " (checkpoint saved)" if every else "")
-    except (tf.errors.UnavailableError, tf.errors.AbortedError,
-            tf.errors.CancelledError, tf.errors.DeadlineExceededError) as e:
-        raise RuntimeError(
-            f"cluster failed at about step {step}/{total_steps} (a parameter server is "
-            f"probably down; workers are restarted transparently): {type(e).__name__}: "
-            f"{str(e).splitlines()[0][:300]}. The last checkpoint is in {ckpt_dir} "
-            f"(step {int(_latest_step(manager))}); a retry resumes from it.") from e
-    loop_seconds = time.time() - loop_started
-    trained_steps = step - resumed_from
-    if stopper.stop:
-        log.info("early stopping at step %d of %d: validation log loss did not improve for %d "
-                 "validations", step, total_steps, stopper.patience)
-    if stopper.best_step is not None and stopper.best_step != step:
-        if best_manager.latest_checkpoint is None:
-            raise RuntimeError(f"best validated parameters (step {stopper.best_step}) are "
-                               f"missing from {ckpt_dir / BEST_DIR}")
-        tf.train.Checkpoint(model=net).restore(best_manager.latest_checkpoint).expect_partial()
-        log.info("restored the best validated parameters (step %d, validation log loss %.5f)",
-                 stopper.best_step, stopper.best)
-    examples_per_second = trained_steps * spec.batch_size / max(loop_seconds, 1e-9)
-    log.info("trained %d steps in %.1fs: %.0f examples/s", trained_steps, loop_seconds,
-             examples_per_second)
+    fcfg, strategy = window.fcfg, placement.strategy
+    raw = json.loads(Path(spec.check_raw_rows).read_text())
+    tft_layer_local = window.tft_output.transform_features_layer()
+    transformed = tft_layer_local(serving_to_transform_inputs(fcfg, raw_batch(fcfg, raw)))
+    transformed = {k: v for k, v in transformed.items() if k != fcfg.label}
 
-    # In-cluster predictions on transformed features of the given raw rows (export check).
-    check = None
-    if spec.check_raw_rows:
-        raw = json.loads(Path(spec.check_raw_rows).read_text())
-        tft_layer_local = tft_output.transform_features_layer()
-        transformed = tft_layer_local(serving_to_transform_inputs(fcfg, raw_batch(fcfg, raw)))
-        transformed = {k: v for k, v in transformed.items() if k != fcfg.label}
+    @tf.function
+    def predict_fn(feats):
+        if strategy is not None:
+            return strategy.run(lambda f: net.forward(f, training=False)[0], args=(feats,))
+        return net.forward(feats, training=False)[0]
 
-        @tf.function
-        def predict_fn(feats):
-            if strategy is not None:
-                return strategy.run(lambda f: net.forward(f, training=False)[0], args=(feats,))
-            return net.forward(feats, training=False)[0]
+    if placement.coordinator is not None:
+        in_cluster = placement.coordinator.schedule(predict_fn, args=(transformed,)).fetch()
+    else:
+        in_cluster = predict_fn(transformed).numpy()
+    return [float(x) for x in np.asarray(in_cluster).reshape(-1)]
 
-        if coordinator is not None:
-            in_cluster = coordinator.schedule(predict_fn, args=(transformed,)).fetch()
-        else:
-            in_cluster = predict_fn(transformed).numpy()
-        check = [float(x) for x in np.asarray(in_cluster).reshape(-1)]
 
-    summary = {
+def _summary(spec: PsTrainSpec, window: _Window, placement: Placement, outcome: LoopResult,
+             net, *, before_first_step: float, resumed_from: int, warm_started: str | None,
+             ckpt_dir: Path) -> dict:
+    """train_summary.json's content: what trained, on what, how fast, and where it stopped."""
+    from components.ctr.transform import serving_signature
+    distributed, fcfg, cfg = placement.coordinator is not None, window.fcfg, window.cfg
+    stopper = outcome.stopper
+    return {
         "trainer": "ps_train", "distributed": distributed,
-        "cluster": {"ps": num_ps, "workers": num_workers} if distributed else None,
-        "epochs": spec.epochs, "train_rows": rows, "train_click_rate": round(click_rate, 6),
+        "cluster": {"ps": placement.num_ps, "workers": placement.num_workers}
+        if distributed else None,
+        "epochs": spec.epochs, "train_rows": window.stats.rows,
+        "train_click_rate": round(window.stats.click_rate, 6),
         "spec": dataclasses.asdict(spec),
-        "stats_seconds": round(stats_seconds, 2), "loop_seconds": round(loop_seconds, 2),
+        "stats_seconds": round(window.stats_seconds, 2),
+        "loop_seconds": round(outcome.seconds, 2),
         # from entering the trainer to scheduling its first step (statistics, model,
         # datasets; the rows of the window are not read before it)
-        "before_first_step_seconds": round(loop_started - entered, 2),
-        "examples_per_second": round(examples_per_second, 1),
-        "total_steps": total_steps, "steps_run": step, "resumed_from_step": resumed_from,
-        "input_recoveries": {"count": chunks.recoveries, "rerun_steps": chunks.rerun_steps}
-        if chunks is not None else None,
-        "budget_examples": budget_examples,
-        "early_stopping": {"validation_percent": validation_percent,
-                           "validation_rows": validation_rows if validation_percent else 0,
-                           "validate_every_steps": val_every, **stopper.state(),
+        "before_first_step_seconds": round(before_first_step, 2),
+        "examples_per_second": round(outcome.examples_per_second, 1),
+        "total_steps": window.total_steps, "steps_run": outcome.step,
+        "resumed_from_step": resumed_from, "input_recoveries": outcome.recoveries,
+        "budget_examples": window.budget_examples,
+        "early_stopping": {"validation_percent": window.validation_percent,
+                           "validation_rows": window.validation_rows
+                           if window.validation_percent else 0,
+                           "validate_every_steps": outcome.validate_every, **stopper.state(),
                            "stopped_early": stopper.stop},
         "warm_started_from": warm_started, "checkpoint_dir": str(ckpt_dir),
-        "losses": [[s, round(x, 5)] for s, x in losses],
-        "shards": layout,
+        "losses": [[s, round(x, 5)] for s, x in outcome.losses],
+        "shards": shard_layout(net),
         "serving_inputs": sorted(serving_signature(fcfg)),
         "feature_config": {"name": fcfg.name, "fingerprint": fcfg.fingerprint()},
         "fields": {"deep_fields": list(cfg["dims"]), "count_features": cfg["count_features"],
                    "id_l2": cfg["id_l2"]},
     }
-    result = {"artifact_dir": str(Path(spec.out_dir)), "total_steps": total_steps,
-              "steps_run": step, "best_step": stopper.best_step, "resumed_from_step": resumed_from,
-              "examples_per_second": summary["examples_per_second"],
-              "stats_seconds": summary["stats_seconds"], "loop_seconds": summary["loop_seconds"],
-              "before_first_step_seconds": summary["before_first_step_seconds"],
-              "checkpoint_dir": str(ckpt_dir)}
-    if not spec.export:
-        # No copy to the coordinator (a table may not fit there), so no evaluation either.
-        summary["train_seconds"] = round(time.time() - started, 1)
-        return {**result, "model_dir": None, "val_auc": None, "val_log_loss": None,
-                "train_seconds": summary["train_seconds"], "summary": summary}
 
-    # The export: a bounded sample scored for the summary, then the serving model saved
-    # from the sharded network (each ps writes its own shards; nothing is gathered).
+
+def _export(spec: PsTrainSpec, window: _Window, net, summary: dict, result: dict,
+            outcome: LoopResult, check: list[float] | None, started: float) -> dict:
+    """A bounded sample scored for the summary, then the serving model saved from the
+    sharded network (each ps writes its own shards; nothing is gathered)."""
     train_seconds = time.time() - started
-    val = train_export.sample_metrics(net, eval_pattern, feature_spec, fcfg.label, base_rate)
+    val = train_export.sample_metrics(net, window.eval_pattern, window.feature_spec,
+                                      window.fcfg.label, window.base_rate)
+    losses = outcome.losses
     summary.update({
         "train_seconds": round(train_seconds, 1),
         "initial_val_log_loss": val.get("initial_val_log_loss"),
@@ -641,63 +544,9 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
     result.update({"val_auc": val.get("val_auc"), "val_log_loss": val.get("val_log_loss"),
                    "train_seconds": summary["train_seconds"]})
     model_dir = train_export.write_serving_model(
-        Path(spec.out_dir), net, tft_output, fcfg, summary,
+        Path(spec.out_dir), net, window.tft_output, window.fcfg, summary,
         check=None if check is None else {"rows": spec.check_raw_rows, "p_click": check})
     return {**result, "model_dir": model_dir}
-
-
-class _EarlyStopping:
-    """Validation losses so far; `stop` once `patience` validations brought no improvement
-    (a relative 1e-4 at least). Its state goes into progress.json, so a resumed run goes on
-    with the same best and count."""
-
-    def __init__(self, patience: int, state: dict | None = None):
-        state = state or {}
-        self.patience = int(patience)
-        self.best = state.get("best_val_log_loss")
-        self.best_step = state.get("best_step")
-        self.bad = int(state.get("validations_without_improvement", 0))
-        self.history = [tuple(x) for x in state.get("validations", [])]
-
-    def update(self, step: int, loss: float) -> bool:
-        """Record a validation; True when it is the best so far."""
-        self.history.append((step, round(loss, 6)))
-        if self.best is None or loss < self.best - 1e-4 * abs(self.best):
-            self.best, self.best_step, self.bad = loss, step, 0
-            return True
-        self.bad += 1
-        return False
-
-    @property
-    def stop(self) -> bool:
-        return self.patience > 0 and self.bad >= self.patience
-
-    def state(self) -> dict:
-        return {"best_val_log_loss": self.best, "best_step": self.best_step,
-                "validations_without_improvement": self.bad,
-                "validations": [list(x) for x in self.history]}
-
-
-def _read_progress(path: Path, step: int) -> dict:
-    """progress.json when it describes `step` (the checkpoint being resumed), else {}."""
-    try:
-        progress = json.loads(path.read_text())
-    except (FileNotFoundError, ValueError):
-        return {}
-    return progress if step and progress.get("step") == step else {}
-
-
-def _latest_step(manager) -> int:
-    path = manager.latest_checkpoint
-    return int(path.rsplit("-", 1)[-1]) if path else 0
-
-
-class _nullcontext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 if __name__ == "__main__":

@@ -212,9 +212,9 @@ def test_warm_start_beats_cold_start_on_the_same_budget(preprocessed, tmp_path):
 def _params(model_dir: str) -> dict:
     """The learned parameters of an exported model, by checkpoint key."""
     import tensorflow as tf
-    from components.ctr.ps_train import _warm_start_path
+    from components.ctr.train_checkpoint import warm_start_path
 
-    reader = tf.train.load_checkpoint(_warm_start_path(model_dir))
+    reader = tf.train.load_checkpoint(warm_start_path(model_dir))
     return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
             if k.startswith("model/params/") and k.endswith("VARIABLE_VALUE")}
 

@@ -1,8 +1,8 @@
 """The CTR trainer's budget (examples, not epochs) and its early-stopping rule."""
 import pytest
 
-from components.ctr.ps_train import (DEFAULT_PASSES, MIN_TRAIN_EXAMPLES, PsTrainSpec,
-                                     _EarlyStopping, train_budget)
+from components.ctr.ps_train import DEFAULT_PASSES, MIN_TRAIN_EXAMPLES, PsTrainSpec, train_budget
+from components.ctr.train_loop import EarlyStopping
 
 
 def _spec(**kw) -> PsTrainSpec:
@@ -27,7 +27,7 @@ def test_explicit_budgets_win_in_order_examples_epochs_then_max_steps():
 
 
 def test_early_stopping_waits_for_patience_and_ignores_tiny_gains():
-    stopper = _EarlyStopping(patience=2)
+    stopper = EarlyStopping(patience=2)
     assert stopper.update(10, 0.50) and stopper.best_step == 10
     assert not stopper.update(20, 0.49999)          # below the relative 1e-4: no gain
     assert not stopper.stop
@@ -37,13 +37,13 @@ def test_early_stopping_waits_for_patience_and_ignores_tiny_gains():
 
 
 def test_early_stopping_state_survives_a_resume():
-    stopper = _EarlyStopping(patience=3)
+    stopper = EarlyStopping(patience=3)
     for step, loss in ((10, 0.5), (20, 0.4), (30, 0.45)):
         stopper.update(step, loss)
-    resumed = _EarlyStopping(3, stopper.state())
+    resumed = EarlyStopping(3, stopper.state())
     assert (resumed.best, resumed.best_step, resumed.bad) == (0.4, 20, 1)
     assert resumed.history == [(10, 0.5), (20, 0.4), (30, 0.45)]
-    assert not _EarlyStopping(0, {"validations_without_improvement": 9}).stop  # 0: never
+    assert not EarlyStopping(0, {"validations_without_improvement": 9}).stop  # 0: never
 
 
 @pytest.mark.parametrize("bad", [dict(epochs=0), dict(train_examples=-1),
