@@ -209,7 +209,7 @@ def scheduler_kill_case(env: CaseEnv) -> Outcome:
     notes: list[str] = []
     try:
         af.proc = procs["api-server"]
-        af._wait_for_the_dag_without_schedule()
+        af._wait_for_the_dag_with_its_schedule()   # schedule "none": triggered runs
         af.call("PATCH", "/api/v2/dags/ctr_daily_retrain", {"is_paused": False})
         conf = {k: v for k, v in CTR_PARAMS.items() if v is not None}
         run = af.call("POST", "/api/v2/dags/ctr_daily_retrain/dagRuns", {
