@@ -24,9 +24,10 @@ a count-weighted prior, item popularity, numerics, a small MLP, optional factori
 machine crosses), the input (`components.ctr.train_input`: shards, the preprocessing
 job's counts, per-worker shares), the loop (`components.ctr.train_loop`: chunks of steps,
 checkpoints, validation, early stopping), where a run starts from
-(`components.ctr.train_checkpoint`: resume, warm start) and the export
-(`components.ctr.train_export`); this module keeps the spec, the roles and the phases of a
-run in order. It is the platform's one CTR trainer: the tests
+(`components.ctr.train_checkpoint`: resume, warm start), the export
+(`components.ctr.train_export`) and the roles (`components.ctr.train_roles`: TF_CONFIG, the
+servers, what must precede TensorFlow's first op); this module keeps the spec and the
+phases of a run in order. It is the platform's one CTR trainer: the tests
 train with it in one process, production on a cluster.
 
 How long it trains is a budget in examples (`train_examples`; default max(3 passes,
@@ -47,7 +48,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import os
 import sys
 import time
 from pathlib import Path
@@ -60,17 +60,15 @@ from components.ctr.train_input import (MAX_VALIDATION_ROWS, VALIDATION_BATCH, m
                                         window_rows)
 from components.ctr.train_loop import (LoopPlan, LoopResult, Placement, Trainable, TrainLoop,
                                        validate_every)
+from components.ctr.train_roles import SERVER_ROLES, serve, set_remote_call_deadline, task_role
 from retrain.common import tf_keras_env
 from retrain.common.step import main
 
 log = logging.getLogger("retrain.ps_train")
 
 PROGRESS_FILE = "progress.json"
-SERVER_ROLES = ("ps", "worker")
 DEFAULT_PASSES = 3
 MIN_TRAIN_EXAMPLES = 300_000
-MIN_REMOTE_CALL_TIMEOUT_S = 5
-REMOTE_TIMEOUT_RETRIES = 3    # timed-out remote calls the coordinator runs again, per run
 
 
 @dataclasses.dataclass
@@ -120,7 +118,7 @@ class PsTrainSpec:
     max_shards: int = 0                    # 0: one shard per parameter server at most
     # Deadline of every remote call from the chief. A call whose reply a network cut lost
     # would otherwise wait forever; past it the coordinator runs the chunk again (at most
-    # REMOTE_TIMEOUT_RETRIES times a run, then the run fails typed). 0: no deadline.
+    # train_roles.REMOTE_TIMEOUT_RETRIES times a run, then the run fails typed). 0: none.
     remote_call_timeout_s: float = 300.0
     table_rows: dict[str, int] = dataclasses.field(default_factory=dict)  # bigger tables
     # Checkpoints, warm start, limits
@@ -130,25 +128,6 @@ class PsTrainSpec:
     max_steps: int | None = None           # cap on the total steps (tests, benchmarks)
     export: bool = True
     check_raw_rows: str | None = None      # JSON {feature: [values]} scored in-cluster too
-
-
-def _set_remote_call_deadline(seconds: float) -> None:
-    """Give the chief's remote calls a deadline (only possible before TensorFlow runs its
-    first op: the eager context's config is then fixed), and let
-    the coordinator run a timed-out chunk again instead of failing: TensorFlow's eager RPCs
-    have none, and one lost in a network cut left the coordinator waiting forever."""
-    if seconds <= 0:
-        return
-    if seconds < MIN_REMOTE_CALL_TIMEOUT_S:
-        raise ValueError(f"remote_call_timeout_s must be 0 (no deadline) or at least "
-                         f"{MIN_REMOTE_CALL_TIMEOUT_S} s, got {seconds}: a shorter one times "
-                         f"out ordinary calls")
-    from tensorflow.python.eager import context   # no public setter for this config field
-    os.environ.setdefault("TF_COORDINATOR_IGNORE_TRANSIENT_TIMEOUTS", str(REMOTE_TIMEOUT_RETRIES))
-    try:
-        context.context().operation_timeout_in_ms = int(seconds * 1000)
-    except RuntimeError as e:   # TensorFlow already ran in this process: no deadline
-        log.warning("remote calls get no deadline (%s); a lost reply can stall the run", e)
 
 
 # ----------------------------------------------------------------------------- model
@@ -223,53 +202,6 @@ def _config(spec: PsTrainSpec, fcfg=None) -> dict:
             "dense": fcfg.dense_features(), "label": fcfg.label}
 
 
-# ----------------------------------------------------------------------------- roles
-
-def task_role() -> tuple[str | None, int]:
-    """(task type, index) from TF_CONFIG, or (None, 0) when it is not set."""
-    raw = os.environ.get("TF_CONFIG")
-    if not raw:
-        return None, 0
-    try:
-        task = json.loads(raw)["task"]
-        return task["type"], int(task.get("index", 0))
-    except (ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"TF_CONFIG is not valid: {e}: {raw[:200]}") from e
-
-
-def ensure_inter_op_threads() -> None:
-    """At least 2 inter-op threads unless TF_NUM_INTEROP_THREADS says otherwise.
-
-    TensorFlow sizes the pool from the cores this process may run on, so a worker pinned to
-    one core (taskset, a container's cpuset) got a single thread, and its first remote
-    training function never finished (bench/ps_workers.py found it: the chief retried the
-    chunk until its remote-call deadline, then failed the run; with 2 threads on the same
-    core it trains) - most likely the function waits on the worker's input iterator while
-    the input pipeline needs a thread of that pool. Must run before the server starts."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    if (cores or 1) < 2:
-        os.environ.setdefault("TF_NUM_INTEROP_THREADS", "2")
-
-
-def serve() -> int:
-    """Run this process's parameter-server or worker gRPC server until killed."""
-    ensure_inter_op_threads()
-    import tensorflow as tf
-    role, index = task_role()
-    if role not in SERVER_ROLES:
-        raise ValueError(f"--serve needs TF_CONFIG task type ps or worker, got {role!r}")
-    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    if role == "worker":
-        gpus = tf.config.list_physical_devices("GPU")
-        print(f"worker {index}: {'GPU ' + str(gpus) if gpus else 'no GPU visible, using CPU'}",
-              flush=True)
-    server = tf.distribute.Server(resolver.cluster_spec(), job_name=role, task_index=index,
-                                  protocol=resolver.rpc_layer or "grpc", start=True)
-    print(f"{role} {index} serving at {server.target}", flush=True)
-    server.join()
-    return 0
-
-
 # ----------------------------------------------------------------------------- train
 
 def checkpoint_dir(spec: PsTrainSpec) -> Path:
@@ -291,7 +223,7 @@ def run(spec: PsTrainSpec) -> dict:
     if role not in (None, "chief"):
         raise ValueError(f"unsupported TF_CONFIG task type {role!r}: expected chief, ps or worker")
     if role == "chief":
-        _set_remote_call_deadline(spec.remote_call_timeout_s)   # before TensorFlow's first op
+        set_remote_call_deadline(spec.remote_call_timeout_s)   # before TensorFlow's first op
     try:
         return _train(spec, distributed=role == "chief")
     except BaseException:

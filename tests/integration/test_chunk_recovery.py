@@ -10,7 +10,7 @@ forever, like the training input. A step counter on the ps counts only whole chu
 update waits for the chunk's reads, as the trainer's gradient updates do).
 2. A remote call that never returns (its reply lost in the cut; here a chunk that sleeps past
 the deadline stands in for it): the chief's remote-call deadline
-(ps_train._set_remote_call_deadline) times it out and the coordinator runs it again.
+(train_roles.set_remote_call_deadline) times it out and the coordinator runs it again.
 
 Runs in a subprocess: connecting to a cluster changes the process's eager context (and
 AutoGraph needs the chunk function's source in a file).
@@ -33,12 +33,12 @@ SCRIPT = textwrap.dedent("""
     import tensorflow as tf
     from components.ctr.chunks import ChunkScheduler
     from components.ctr.cluster import free_ports
-    from components.ctr.ps_train import _set_remote_call_deadline
+    from components.ctr.train_roles import set_remote_call_deadline
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     max_recoveries, first_len = int(sys.argv[1]), int(sys.argv[2])
     hang_s, deadline_s = float(sys.argv[3]), float(sys.argv[4])
-    _set_remote_call_deadline(deadline_s)
+    set_remote_call_deadline(deadline_s)
     ports = dict(zip(("ps", "worker"), free_ports(2)))
     cluster = tf.train.ClusterSpec({r: [f"localhost:{p}"] for r, p in ports.items()})
     servers = [tf.distribute.Server(cluster, job_name=r, task_index=0, protocol="grpc",

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_ensure_inter_op_threads_on_one_core(monkeypatch):
-    from components.ctr.ps_train import ensure_inter_op_threads
+    from components.ctr.train_roles import ensure_inter_op_threads
     monkeypatch.delenv("TF_NUM_INTEROP_THREADS", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     ensure_inter_op_threads()
