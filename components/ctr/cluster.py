@@ -66,6 +66,7 @@ import threading
 import time
 from pathlib import Path
 
+from retrain.common.errors import BAD_DATA, BadData
 from retrain.common.netns import NetworkError, PrivateNetwork, exec_prefix, in_netns
 from retrain.common.paths import output_dir_of
 from retrain.common.processes import die_with_parent, scratch_dir
@@ -498,6 +499,9 @@ def _run_isolated(spec: ClusterSpec, train: dict, sink, tmp: Path, placed: dict,
     restarts = {p.name: p.restarts for p in servers if p.restarts}
     if code != 0 or failure:
         msg = result.get("error") or f"coordinator exit code {code}"
+        if not failure and result.get("error_kind") == BAD_DATA:
+            # The chief refused its input (one class, no rows): a retry cannot help.
+            raise BadData(f"PS training refused its input: {msg}")
         raise ClusterFailed(f"PS training failed: {failure + '; ' if failure else ''}{msg}")
     result["cluster"] = {"ps": spec.num_ps, "workers": spec.num_workers,
                          "worker_restarts": restarts, "peak_rss_mb": peaks,

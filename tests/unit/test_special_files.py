@@ -276,3 +276,24 @@ def test_refuse_one_class_judges_each_task_and_skips_unlabelled_ones():
     refuse_one_class({"a": {"x": 3, "y": 1}, "b": {"x": 0, "y": 0}}, "w")   # fine
     with pytest.raises(OneClass, match=r"w: .*\(b: all 4 labelled rows are 'y'\)"):
         refuse_one_class({"a": {"x": 3, "y": 1}, "b": {"x": 0, "y": 4}}, "w")
+
+
+def test_a_one_class_ctr_window_fails_the_cluster_as_bad_data_not_retried(home, tmp_path):
+    """The chief refuses it in its own process; the launcher must pass the refusal on as
+    bad data (it used to become ClusterFailed, which the task retried). A real preprocessed
+    day whose counts say no row was clicked."""
+    from components.ctr import split_stats
+    from components.ctr.cluster import ClusterSpec, run
+    from components.ctr.formats import SPLIT_STATS_FILE, TRAIN_DIR
+    from components.ctr.preprocess import PreprocessSpec, run as preprocess
+    pre = tmp_path / "pre"
+    preprocess(PreprocessSpec(raw_root=str(home / "raw" / "ctr"), span=DAY, output_dir=str(pre),
+                              window_days=1))
+    split_stats.write(pre / SPLIT_STATS_FILE, {TRAIN_DIR: split_stats.SplitStats(500, 0.0, {})})
+    t0 = time.perf_counter()
+    with pytest.raises(Exception) as e:
+        run(ClusterSpec(preprocess_dir=str(pre), out_dir=str(tmp_path / "model"),
+                        train={"epochs": 1}, startup_timeout_s=LIMIT_S))
+    assert kind_of(e.value) == BAD_DATA, repr(e.value)
+    assert "one class only" in str(e.value)
+    assert time.perf_counter() - t0 < LIMIT_S
