@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for rows in sizes:
             d = prepare(work, rows, args.window_days)
-            cmds = commands(d, args.window_days)
+            cmds = commands(d, args.window_days, model="")   # no evaluation here
             run_step(d, "preprocess", cmds["preprocess"])
             runs = []
             for _ in range(args.repeats):

@@ -271,12 +271,20 @@ def rerun(target: KillTarget, n: int) -> dict:
         mine = [m for m in reg.list_versions(target.fam)
                 if m.get("run_id") == target.ctx.run_id]
         cur = reg.current(target.fam)
+        unchanged = result.get("unchanged") if isinstance(result, dict) else None
         extra = {"versions_of_this_run": [m["version"] for m in mine],
-                 "current": cur and cur["version"]}
-        if len(mine) != 1:
-            problems.append(f"{len(mine)} registry versions for the killed-and-retried run")
-        if not cur or cur.get("run_id") != target.ctx.run_id:
-            problems.append("CURRENT is not the retried run's version")
+                 "current": cur and cur["version"],
+                 "unchanged": unchanged and unchanged.get("version")}
+        if unchanged:   # the fixture's own model again: identical to CURRENT, not republished
+            if mine:
+                problems.append(f"'unchanged' but {len(mine)} registry versions for the run")
+            if not cur or cur["version"] != unchanged.get("version"):
+                problems.append("'unchanged' names a version that is not CURRENT")
+        else:
+            if len(mine) != 1:
+                problems.append(f"{len(mine)} registry versions for the killed-and-retried run")
+            if not cur or cur.get("run_id") != target.ctx.run_id:
+                problems.append("CURRENT is not the retried run's version")
         for m in reg.list_versions(target.fam):
             if not (m.get("gate") or {}).get("blessed"):
                 bad += 1

@@ -160,8 +160,10 @@ def format_summary(summaries: list[dict], home: Path) -> str:
             + (f"   gap {bayes['auc'] - cand['auc']:+.4f} AUC" if bayes.get("auc") else ""),
             f"  blessed     {_gate_line(ev)}",
             f"  report      {ev.get('report_uri') or '-'}",
-            "  registry    " + (f"published as {MODEL} v{s['published']['version']}"
-                                 if s.get("published") else "not published"),
+            "  registry    " + (
+                f"published as {MODEL} v{s['published']['version']}" if s.get("published")
+                else f"unchanged: identical to {MODEL} v{s['unchanged']['version']}"
+                if s.get("unchanged") else "not published"),
         ]
     registry = Registry(registry_root(home))
     current = registry.current(MODEL) if MODEL in registry.models() else None
