@@ -34,11 +34,12 @@ def _bench_copy(tmp_path: Path, name: str, edit) -> Path:
 
 
 def test_more_rows_need_more_beam_workers_and_workers():
+    # Sizes past what one machine does in its share of the day at the measured rates.
     small, big = _plan(rows_per_day=10**9), _plan(rows_per_day=10**10)
-    assert _stage(big, "preprocess").machines > _stage(small, "preprocess").machines >= 1
+    bigger = _plan(rows_per_day=10**11)
+    assert _stage(bigger, "preprocess").machines > _stage(small, "preprocess").machines >= 1
     # Training and evaluation grow too, each spread over its machines as built.
     assert _stage(big, "train").machines > _stage(small, "train").machines >= 1
-    bigger = _plan(rows_per_day=10**11)
     assert _stage(bigger, "evaluate").machines > _stage(big, "evaluate").machines >= 1
 
 
