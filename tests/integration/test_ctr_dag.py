@@ -221,7 +221,9 @@ def test_raw_partitions_and_transformed_windows_are_asset_events(airflow_home, r
 def test_a_person_approves_or_rejects_a_candidate(airflow_home, retrain_home):
     """`approval: always`: the run waits in Required Actions; approve publishes with the
     approver in the registry entry, reject skips push and records who and why. The
-    span's preprocessing and training are reused from the runs above (same inputs)."""
+    span's preprocessing is reused from the runs above; training is not (one epoch): the
+    model the runs above trained is published already, and an identical candidate is
+    'unchanged', never published again (issue 46)."""
     import threading
 
     from dag_helpers import answer_required_action
@@ -229,7 +231,8 @@ def test_a_person_approves_or_rejects_a_candidate(airflow_home, retrain_home):
     dag = load_dag("ctr_daily_retrain", "ctr_daily_retrain_approval").ctr_daily_retrain()
     registry = Registry(retrain_home / "registry")
     before = registry.current("ctr")["version"]
-    conf = {"window_days": 2, "eval_percent": 25, "min_auc": 0.0, "approval": "always"}
+    conf = {"window_days": 2, "eval_percent": 25, "min_auc": 0.0, "approval": "always",
+            "epochs": 1}
 
     def run(option: str, user: str, reason: str):
         answer = threading.Thread(target=answer_required_action,
