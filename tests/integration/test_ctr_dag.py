@@ -218,19 +218,21 @@ def test_raw_partitions_and_transformed_windows_are_asset_events(airflow_home, r
         assert x["fingerprint"] == record["fingerprint"] and x["window"][-1] == x["span"]
 
 
-def test_a_person_approves_or_rejects_a_candidate(airflow_home, retrain_home):
+def test_a_person_approves_or_rejects_a_candidate(airflow_home, tmp_path):
     """`approval: always`: the run waits in Required Actions; approve publishes with the
-    approver in the registry entry, reject skips push and records who and why. The
-    span's preprocessing is reused from the runs above; training is not (one epoch): the
-    model the runs above trained is published already, and an identical candidate is
-    'unchanged', never published again (issue 46)."""
+    approver in the registry entry, reject skips push and records who and why. A home of
+    its own, with nothing published: the verdict the person is asked about must not hang
+    on whether a retrained model beats the runs above (an identical candidate is
+    'unchanged' and never published again, issue 46; a different one may be worse)."""
     import threading
 
     from dag_helpers import answer_required_action
 
+    home = tmp_path / "approval-home"
+    generate(GenerateSpec(out_root=str(home), start="2026-11-02", days=2, rows_per_day=6000,
+                          n_users=5000, n_items=3000, n_categories=50))
     dag = load_dag("ctr_daily_retrain", "ctr_daily_retrain_approval").ctr_daily_retrain()
-    registry = Registry(retrain_home / "registry")
-    before = registry.current("ctr")["version"]
+    registry = Registry(home / "registry")
     conf = {"window_days": 2, "eval_percent": 25, "min_auc": 0.0, "approval": "always",
             "epochs": 1}
 
@@ -238,10 +240,11 @@ def test_a_person_approves_or_rejects_a_candidate(airflow_home, retrain_home):
         answer = threading.Thread(target=answer_required_action,
                                   args=("ctr_daily_retrain", option, user, reason))
         answer.start()
-        dag_run = dag.test(logical_date=dt.datetime(2026, 11, 4, 6, tzinfo=UTC),
-                           run_conf=conf)
+        with environ(RETRAIN_HOME=str(home)):
+            dag_run = dag.test(logical_date=dt.datetime(2026, 11, 4, 6, tzinfo=UTC),
+                               run_conf=conf)
         answer.join()
-        record = json.loads((paths.run_dir(retrain_home, "ctr", dt.date(2026, 11, 3),
+        record = json.loads((paths.run_dir(home, "ctr", dt.date(2026, 11, 3),
                                            dag_run.run_id) / "approval.json").read_text())
         return task_states(dag_run), record
 
@@ -249,11 +252,13 @@ def test_a_person_approves_or_rejects_a_candidate(airflow_home, retrain_home):
     assert states["approve"] == "success" and states["push"] == "success", states
     assert record["decision"] == "approved" and record["by"] == "alice"
     current = registry.current("ctr")
-    assert current["version"] == before + 1
+    assert current["version"] == 1
     assert current["approval"]["by"] == "alice" and current["approval"]["asked"] is True
 
+    # The same candidate again (preprocessing and training reused): blessed against
+    # itself, asked, rejected.
     states, record = run("Reject", "bob", "AUC too close to call")
     assert states["approve"] == "success" and states["push"] == "skipped", states
     assert record == {**record, "decision": "rejected", "by": "bob",
                       "reason": "AUC too close to call", "timed_out": False}
-    assert registry.current("ctr")["version"] == before + 1      # nothing published
+    assert registry.current("ctr")["version"] == 1      # nothing published
