@@ -44,6 +44,7 @@ from retrain.common.verdict import check_override, decide
 from retrain.common import paths
 from components.gx_session import (GxSession, build_data_docs, docs_run_name,
                                    ephemeral_context, import_gx)
+from components.ctr.rawformat import PART_SUFFIXES  # noqa: F401  (read by others here)
 from components.ctr.validation_rules import (DOMAINS_SUITE, ERROR, SAMPLE_SUITE,  # noqa: F401
                                          STATS_SUITE, SUITE_VERSION, WARNING, THRESHOLD_FIELDS,
                                          build_suites)
@@ -52,7 +53,6 @@ log = logging.getLogger("retrain.validate")
 
 SUCCESS_MARKER = "_SUCCESS"
 PART_GLOB = "part-*"
-PART_SUFFIXES = (".parquet", ".jsonl.gz", ".json.gz", ".jsonl", ".json")
 SUMMARY_FILE = "validation.json"
 GX_RESULT_FILE = "gx_result.json"
 STATS_DIR = "stats"

@@ -20,6 +20,7 @@ from components.text.task_config import TextConfig
 
 PARQUET_SUFFIXES = (".parquet", ".pq", ".parquet.brotli")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson", ".ndjson.gz")
+PART_SUFFIXES = PARQUET_SUFFIXES + JSONL_SUFFIXES   # every part a text span folder may hold
 SUCCESS_MARKER = "_SUCCESS"
 # Text no encoder meant: control characters, U+FFFD (bytes a decoder could not read), and
 # lone surrogates (mended to U+FFFD on read). The encoding rule counts such rows and
