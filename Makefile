@@ -27,7 +27,7 @@ AIRFLOW_ENV := source scripts/airflow-env.sh &&
 # RETRAIN_AIRFLOW_HOME is set); redone whenever the venv is re-synced.
 AIRFLOW_STAMP := $(shell source scripts/airflow-env.sh && echo "$$AIRFLOW_HOME")/.migrated
 
-.PHONY: venv venv-airflow lint test test-server airflow-init ui ui-components demo reliability \
+.PHONY: venv venv-airflow lint test test-fast test-server airflow-init ui ui-components demo reliability \
 	stack-up stack-down lock-airflow docs
 
 ## venv: create $(VENV) if missing and sync it to requirements.lock (+ this repo, editable)
@@ -87,12 +87,21 @@ $(DOCS_VENV)/.synced: requirements-docs.txt | $(UV) $(DOCS_PY)
 	$(UV) pip sync --python $(DOCS_PY) requirements-docs.txt
 	touch $@
 
-## test: lint, then the whole test suite, on TEST_WORKERS processes (pytest-xdist). Each
-## file stays on one worker (--dist loadfile), so a module's fixture (the stack of the UI
-## test, a file's Airflow runs) is built once; TEST_WORKERS=0 runs everything in-process.
+## test: lint, the fast lane, then the rest of the suite (tests/integration), on
+## TEST_WORKERS processes (pytest-xdist). Each file stays on one worker (--dist loadfile),
+## so a module's fixture (the stack of the UI test, a file's Airflow runs) is built once;
+## TEST_WORKERS=0 runs everything in-process. A failing fast lane stops before the rest.
 TEST_WORKERS ?= 2
+PYTEST = $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 test: venv venv-airflow lint
-	$(PY) -m pytest -q --durations=30 -n $(TEST_WORKERS) --dist loadfile tests
+	$(PYTEST) --durations=10 tests/unit
+	$(PYTEST) --durations=30 tests/integration
+
+## test-fast: the fast lane for development: lint and tests/unit (every module's logic,
+## real SavedModels and small real jobs where a unit needs one; no Airflow DAG runs, no
+## clusters, no browser)
+test-fast: venv lint
+	$(PYTEST) --durations=10 tests/unit
 
 ## test-server: only the Airflow UI test on the production-shaped stack (root: PostgreSQL,
 ## Celery, two worker hosts; headless chromium): trigger, logs, the Retrain tab, a 3-day
