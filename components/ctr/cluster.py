@@ -249,8 +249,8 @@ class _StallWatch:
     it has not moved for `timeout_s` since it last moved in this run (a resumed run's old
     file does not start the clock, so start-up and restore are not counted)."""
 
-    def __init__(self, path: Path, timeout_s: float):
-        self.path, self.timeout_s = path, timeout_s
+    def __init__(self, path: Path, timeout_s: float, clock=time.monotonic):
+        self.path, self.timeout_s, self.clock = path, timeout_s, clock
         self.step, self.since, self.next_read = self._read(), None, 0.0
 
     def _read(self):
@@ -260,7 +260,7 @@ class _StallWatch:
             return None
 
     def stalled(self) -> str | None:
-        now = time.time()
+        now = self.clock()
         if not self.timeout_s or now < self.next_read:
             return None
         self.next_read = now + 1.0

@@ -87,21 +87,22 @@ def test_fault_proxy_delays_and_resets_only_once_armed():
 def test_the_stall_watch_fires_only_after_progress_stopped_moving(tmp_path):
     """A resumed run's old progress file does not start the clock; a step that moved and
     then stayed for the timeout does."""
-    import time
-
     from components.ctr.cluster import _StallWatch
 
+    now = [1000.0]                              # a clock the test moves: no sleeping
     f = tmp_path / "progress.json"
     f.write_text('{"step": 8}')
-    watch = _StallWatch(f, 0.2)
+    watch = _StallWatch(f, 0.2, clock=lambda: now[0])
     assert watch.stalled() is None
-    time.sleep(0.3)
-    watch.next_read = 0
+    now[0] += 0.3
+    assert watch.stalled() is None              # read at most once a second
+    now[0] += 1.0
     assert watch.stalled() is None              # never moved in this run: start-up, restore
     f.write_text('{"step": 16}')
-    watch.next_read = 0
+    now[0] += 1.0
     assert watch.stalled() is None              # moved: the clock starts now
-    time.sleep(0.3)
-    watch.next_read = 0
+    now[0] += 0.1
+    assert watch.stalled() is None              # within the second: not read again
+    now[0] += 1.0
     assert "no training progress for 0.2 s after step 16" in watch.stalled()
     assert _StallWatch(f, 0).stalled() is None  # off

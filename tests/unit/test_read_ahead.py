@@ -37,7 +37,13 @@ def test_the_producer_stays_at_most_depth_items_ahead_and_stops_with_the_caller(
 
     reader = read_ahead(items(), depth=2)
     assert next(reader) == 0
-    time.sleep(0.3)
+    # Wait until the producer has filled the buffer (a condition, not a guess at how long
+    # that takes), then give it the chance to run further if it were unbounded.
+    deadline = time.monotonic() + 10
+    while len(produced) < 1 + 2 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert len(produced) >= 1 + 2, "the producer never filled the buffer"
+    time.sleep(0.2)
     # the one handed out, `depth` waiting, and one blocked on the full buffer
     assert len(produced) <= 1 + 2 + 1
     reader.close()   # the caller stops early: the producer thread ends too
