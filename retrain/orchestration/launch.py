@@ -4,8 +4,8 @@ Output is streamed line by line into the task log (prefixed with the step name),
 failure is raised with the step's own error message. A task's death ends everything its
 step started: the step runs in its own process group, gets SIGTERM from the kernel when
 the task process dies however it dies (PR_SET_PDEATHSIG, even SIGKILL), and its entry
-point (`retrain.common.step`) then kills its whole group. Stdlib only, so DAG files may
-import it.
+point (`retrain.common.step`) then kills its whole group. The standard library and
+the settings (pydantic-settings) only, so DAG files may import it.
 
 The launcher's own files (the spec, the step's result) live in a scratch folder beside the
 step's output folder, in the run's own folder

@@ -1,8 +1,8 @@
 """Publish a blessed candidate, after checking that it really serves.
 
-Runs in the Airflow push task (stdlib only: the serving check itself is a child
-process, so TensorFlow never loads here). A rejected candidate is recorded in the run
-summary and left unpublished; a blessed one that fails the serving check is never
+Runs in the Airflow push task (the standard library and the settings only: the serving
+check itself is a child process, so TensorFlow never loads here). A rejected candidate is
+recorded in the run summary and left unpublished; a blessed one that fails the serving check is never
 published, forced or not. The publish is a compare-and-swap against the model evaluation
 compared the candidate with (design rule 20): if a rollback or another publish changed the
 current version since, the registry refuses with `StaleBaseline`, the refusal is recorded

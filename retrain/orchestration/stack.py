@@ -24,7 +24,7 @@ password) are generated into `<root>/secrets/` (mode 600) and reach Airflow thro
 stack's own output. Before anything starts, every RETRAIN_* setting the Airflow processes
 will get is checked (`retrain settings check` in Airflow's environment): a bad one stops
 `up` with the variable named.
-Stdlib only.
+The standard library and the settings (pydantic-settings) only.
 """
 from __future__ import annotations
 
