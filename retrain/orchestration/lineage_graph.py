@@ -84,9 +84,11 @@ def svg(tree: dict, node_href: Callable[[dict], str | None]) -> str:
     boxes, edges = layout(tree)
     width = max(b["x"] for b in boxes.values()) + BOX_W + PAD
     height = max(b["y"] for b in boxes.values()) + BOX_H + PAD
+    # Natural size at most: narrower pages scale the whole graph down (the viewBox keeps
+    # its proportions), so the registry box on the right is never off-screen.
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12" '
-             f'role="img" aria-label="lineage graph">',
+             f'viewBox="0 0 {width} {height}" style="max-width:100%;height:auto" '
+             f'font-family="sans-serif" font-size="12" role="img" aria-label="lineage graph">',
              '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" '
              'markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
              '<path d="M 0 0 L 10 5 L 0 10 z" fill="#667"/></marker></defs>']

@@ -17,7 +17,7 @@ from typing import Any
 
 from retrain.orchestration import lineage
 
-from retrain.common import paths
+from retrain.common import paths, screen
 from retrain.common.registry import Registry
 
 
@@ -65,53 +65,83 @@ def _expand(node: dict, by_fp: dict[str, dict], seen: set[str]) -> dict:
     return full
 
 
-def render(tree: dict) -> str:
+def render(tree: dict, width: int = screen.WIDTH) -> str:
+    """The chain as an indented tree, every line at most `width` characters (longer text
+    wraps under its own branch). Paths are shown under the folder that holds them all
+    (printed once, as `home`); `--json` has every path in full."""
+    home = screen.common_home([_path(n.get("uri")) for child in tree.get("inputs") or []
+                               for n in _walk(child)])
     lines: list[str] = []
+
+    def field(label: str, text: str) -> None:
+        lines.extend(screen.fit(text, width, f"  {label:<10}", " " * 12))
+
     head = f"{tree['name']}  [{tree.get('stage')}{', serving' if tree.get('current') else ''}]"
-    lines += [head, f"  registry  {tree['uri']}",
-              f"  made by   {_who(tree.get('producer') or {})}",
-              f"  code      {tree.get('code_version')}",
-              f"  span      {tree.get('data_span')}"]
+    lines.append(head)
+    field("registry", str(tree["uri"]))
+    if home:
+        field("home", f"{home}  (the paths below are under it)")
+    field("made by", _who(tree.get("producer") or {}))
+    field("code", str(tree.get("code_version")))
+    field("span", str(tree.get("data_span")))
     if tree.get("figures"):
-        lines.append(f"  metrics   {_figures(tree['figures'])}")
+        field("metrics", _figures(tree["figures"], home))
     files = tree.get("files")
     if files:
-        lines.append("  files     " + {
+        field("files", {
             "intact": f"verified: {files['files']} file(s) as published, digest "
                       f"{files['digest']}",
             "unrecorded": "not verifiable: no digests were recorded when it was published",
         }.get(files["state"], "DAMAGED: they differ from what was published"))
-        lines += [f"            {p}" for p in files.get("problems", [])]
+        for problem in files.get("problems", []):
+            lines.extend(screen.fit(problem, width, " " * 12, " " * 14))
     children = tree.get("inputs", [])
     for i, child in enumerate(children):
-        _render_node(child, "", i == len(children) - 1, lines)
+        _render_node(child, "", i == len(children) - 1, lines, width, home)
     return "\n".join(lines)
 
 
-def _render_node(node: dict, prefix: str, last: bool, lines: list[str]) -> None:
+def _walk(node: dict):
+    yield node
+    for child in node.get("inputs") or []:
+        yield from _walk(child)
+
+
+def _path(uri: Any) -> str:
+    return str(uri).removeprefix("file://") if uri else ""
+
+
+def _render_node(node: dict, prefix: str, last: bool, lines: list[str], width: int,
+                 home: str | None) -> None:
     branch, cont = ("└─ ", "   ") if last else ("├─ ", "│  ")
-    fp = node.get("fingerprint")
-    title = f"{node.get('type')} {node.get('name')}" + (f"  fp={fp}" if fp else "")
-    lines.append(prefix + branch + title)
     inner = prefix + cont
-    lines.append(f"{inner}  {_short_uri(node.get('uri'))}")
+    children = node.get("inputs", [])
+    # Under a node with children the tree's bar runs on beside its text.
+    body = inner + ("│ " if children and not node.get("see_above") else "  ")
+
+    def add(text: str) -> None:
+        lines.extend(screen.fit(text, width, body, body + "  "))
+
+    fp = node.get("fingerprint")
+    lines.extend(screen.fit(f"{node.get('type')} {node.get('name')}"
+                            + (f"  fp={fp}" if fp else ""), width, prefix + branch,
+                            inner + "    "))
+    add(screen.under(_path(node.get("uri")), home) or "-")
     if node.get("see_above"):
-        lines.append(f"{inner}  (shown above)")
+        add("(shown above)")
         return
     if node.get("producer"):
-        made = _who(node["producer"])
+        add(f"made by {_who(node['producer'])}")
         if node.get("reused"):
-            made += f"; reused by {_who(node.get('recorded_by') or {})}"
-        lines.append(f"{inner}  made by {made}")
+            add(f"reused by {_who(node.get('recorded_by') or {})}")
     if node.get("code_version"):
-        lines.append(f"{inner}  code {node['code_version']}")
+        add(f"code {node['code_version']}")
     if node.get("figures"):
-        lines.append(f"{inner}  {_figures(node['figures'])}")
+        add(_figures(node["figures"], home))
     if node.get("note"):
-        lines.append(f"{inner}  {node['note']}")
-    children = node.get("inputs", [])
+        add(node["note"])
     for i, child in enumerate(children):
-        _render_node(child, inner, i == len(children) - 1, lines)
+        _render_node(child, inner, i == len(children) - 1, lines, width, home)
 
 
 def _who(prod: dict) -> str:
@@ -123,20 +153,34 @@ def _who(prod: dict) -> str:
     return text
 
 
-def _short_uri(uri: Any) -> str:
-    return str(uri).removeprefix("file://") if uri else "-"
+def _number(value: float) -> str:
+    return f"{value:.4f}" if abs(value) < 1 else f"{value:,.1f}"
 
 
-def _figures(figures: dict) -> str:
+def _figures(figures: dict, home: str | None = None) -> str:
+    """Key figures on one line: numbers rounded, a file's content digests folded to its
+    digest, nested tables (latencies) to their keys, empty lists left out."""
     parts = []
     for key, value in figures.items():
-        if isinstance(value, float):
-            value = f"{value:.4f}"
+        if key == "content" and isinstance(value, dict):
+            value = value.get("digest")
+            key = "content digest"
+        if value is None or value == [] or value == {}:
+            continue
+        if isinstance(value, bool):
+            value = "yes" if value else "no"
+        elif isinstance(value, float):
+            value = _number(value)
         elif isinstance(value, dict):
-            value = "{" + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
-                                    for k, v in value.items()) + "}"
-        elif isinstance(value, list) and len(value) > 3:
-            value = f"{value[0]}..{value[-1]} ({len(value)})"
+            value = "{" + ", ".join(
+                f"{k} {_number(v)}" if isinstance(v, float) and not isinstance(v, bool)
+                else f"{k} {{...}}" if isinstance(v, dict) else f"{k} {v}"
+                for k, v in value.items()) + "}"
+        elif isinstance(value, list):
+            value = (", ".join(map(str, value)) if len(value) <= 3
+                     else f"{value[0]}..{value[-1]} ({len(value)})")
+        elif isinstance(value, str) and value.startswith(("/", "file://")):
+            value = screen.under(_path(value), home)
         parts.append(f"{key} {value}")
     return ", ".join(parts)
 
@@ -147,13 +191,15 @@ def add_cli(subparsers) -> None:
         description="Print the chain from a registry version (default: the one serving) "
                     "back to the raw log partitions: every artifact with its fingerprint, "
                     "the Airflow run/task/try that made it, reuse of earlier artifacts, "
-                    "key figures and the code version. The version's files are hashed "
-                    "against the digests recorded when it was published; exit 1 if they "
-                    "differ.")
+                    "key figures and the code version, wrapped to the terminal's width "
+                    "(paths under the folder that holds them all; --json has the whole "
+                    "record). The version's files are hashed against the digests recorded "
+                    "when it was published; exit 1 if they differ.")
     parser.add_argument("model", metavar="MODEL", help="model name, e.g. ctr")
     parser.add_argument("--version", type=int, default=None, metavar="N",
                         help="registry version (default: the published one)")
-    parser.add_argument("--json", action="store_true", help="print the chain as JSON")
+    parser.add_argument("--json", action="store_true", help="print the whole chain as JSON (every path and figure in full) instead "
+                             "of the tree")
     parser.add_argument("--root", default=None,
                         help="registry root (default: $RETRAIN_HOME/registry or ./var/registry)")
     parser.set_defaults(func=_cmd)
@@ -164,7 +210,8 @@ def _cmd(args) -> int:
     if not Path(registry.root, args.model).is_dir():
         raise ValueError(f"no model {args.model!r} in registry {registry.root}")
     tree = chain(registry, args.model, args.version, verify=True)
-    sys.stdout.write((json.dumps(tree, indent=2, default=str) if args.json else render(tree)) + "\n")
+    sys.stdout.write((json.dumps(tree, indent=2, default=str) if args.json
+                      else render(tree, screen.width())) + "\n")
     if tree["files"]["state"] == "damaged":
         print(f"retrain lineage: model {args.model!r} version {tree['name'].rsplit('v', 1)[-1]}"
               f": its files differ from the digests recorded when it was published",

@@ -13,8 +13,9 @@ import datetime as dt
 import json
 from typing import Any
 
-from retrain.common import paths
+from retrain.common import paths, screen
 from retrain.common.registry import Registry, default_who
+from retrain.orchestration import registry_view
 
 
 def add_cli(subparsers) -> None:
@@ -41,11 +42,16 @@ def add_cli(subparsers) -> None:
                        "as DAMAGED; exit 1 if anything is damaged", _cmd_list)
     p.add_argument("model", nargs="?", metavar="MODEL", help="model name (default: all)")
 
-    p = action("show", "print a version's metadata as JSON (default: the published one)",
-               _cmd_show)
+    p = action("show", "one version (default: the published one) on a screen: when, span, "
+                       "run, code, digest, headline metrics, the gate's verdict with its rule "
+                       "count and any failed rule, approval, history and paths; --json prints "
+                       "the whole metadata record", _cmd_show)
     p.add_argument("model", metavar="MODEL", help="model name")
     p.add_argument("version", nargs="?", type=int, metavar="VERSION",
                    help="version number (default: current)")
+    p.add_argument("--json", action="store_true",
+                   help="print the version's whole metadata record as JSON (lineage copy, "
+                        "file digests, thresholds) instead of the screen")
 
     p = action("rollback", "re-publish an earlier version and archive the current one; "
                            "who and why are recorded", _cmd_rollback)
@@ -194,7 +200,15 @@ def _cmd_show(args) -> int:
             raise ValueError(f"model {args.model!r} has no published version; pass VERSION")
     else:
         meta = reg.get(args.model, args.version)
-    print(json.dumps(meta, indent=2, sort_keys=True))
+    if args.json:
+        print(json.dumps(meta, indent=2, sort_keys=True))
+        return 0
+    try:
+        current = reg.current_version(args.model)
+    except ValueError:   # a damaged CURRENT: the version is still shown
+        current = None
+    print(registry_view.show_text(meta, str(reg.model_path(args.model, meta["version"])),
+                                  current, min(screen.width(), screen.WIDTH)))
     return 0
 
 

@@ -353,10 +353,12 @@ def test_cli_list_show_rollback_check(reg, model, cli, capsys, monkeypatch):
     assert "2024-05-02" in lines[3] and "run-2" in lines[3] and "0.7901" in lines[3]
     assert "0.4500" in lines[3] and lines[3].rstrip().endswith("blessed")
 
-    assert cli(["registry", "--root", root, "show", "ctr"]) == 0
+    assert cli(["registry", "--root", root, "show", "ctr", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["version"] == 2
-    assert cli(["registry", "show", "ctr", "1", "--root", root]) == 0
+    assert cli(["registry", "show", "ctr", "1", "--root", root, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["stage"] == "archived"
+    assert cli(["registry", "show", "ctr", "1", "--root", root]) == 0   # a person's screen
+    assert capsys.readouterr().out.startswith("ctr version 1  [archived]")
 
     monkeypatch.setenv("USER", "bob")
     assert cli(["registry", "rollback", "ctr", "--why", "bad online CTR", "--root", root]) == 0

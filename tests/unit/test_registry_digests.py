@@ -135,11 +135,14 @@ def test_lineage_reports_the_digest_and_exits_1_on_a_mismatch(reg, model):
     ok = retrain("lineage", "ctr", "--root", str(reg.root))
     assert ok.returncode == 0, ok.stderr
     digest = reg.get("ctr", 3)["content"]["digest"]
-    assert f"files     verified: 3 file(s) as published, digest {digest}" in ok.stdout
+    # Wrapped to the terminal's width (pytest's children see COLUMNS=80): words, not columns.
+    assert f"files verified: 3 file(s) as published, digest {digest}" in " ".join(
+        ok.stdout.split())
     swap(mdir / "3" / "saved_model.pb", same_size=False)
     bad = retrain("lineage", "ctr", "--root", str(reg.root))
     assert bad.returncode == 1
-    assert "files     DAMAGED" in bad.stdout and "saved_model.pb: content differs" in bad.stdout
+    assert "files     DAMAGED" in bad.stdout and "saved_model.pb: content differs" in " ".join(
+        bad.stdout.split())
     assert "differ from the digests recorded when it was published" in bad.stderr
     as_json = retrain("lineage", "ctr", "--json", "--root", str(reg.root))
     assert as_json.returncode == 1
