@@ -75,6 +75,37 @@ def question(mode: str, evaluation: dict) -> str | None:
     return None
 
 
+def _scores(metrics: dict | None) -> str:
+    return ", ".join(f"{k} {v:.4f}" for k, v in (metrics or {}).items()
+                     if isinstance(v, (int, float)) and not isinstance(v, bool)) or "-"
+
+
+def request_body(family: str, span: str, why: str, evaluation: dict, decision: dict,
+                 links: list[tuple[str, str]], timeout_hours: float) -> str:
+    """What Required Actions shows (markdown): why the person is asked, the candidate's
+    headline metrics beside the published model's, the verdict with its rule count and any
+    borderline rule, and links to the run's reports as the UI serves them. A few short
+    lines; the report holds the rest."""
+    rules = [r for r in decision.get("rules") or [] if isinstance(r, dict)]
+    passed = sum(1 for r in rules if r.get("passed"))
+    version = evaluation.get("baseline_version")
+    published = (f"published{f' v{version}' if version is not None else ''}: "
+                 f"{_scores(evaluation.get('baseline'))}" if evaluation.get("baseline")
+                 else "published: none yet (absolute thresholds only)")
+    borderline = borderline_rules(decision)
+    lines = [f"**{family}**, span {span}: {why}.", "",
+             f"- candidate: {_scores(evaluation.get('candidate'))}",
+             f"- {published}",
+             f"- gate: {'blessed' if evaluation.get('blessed') else 'not blessed'}, "
+             f"{passed} of {len(rules)} rules pass"
+             + (f"; borderline: {', '.join(borderline)}" if borderline
+                and not why.startswith("borderline") else ""), "",
+             " · ".join(f"[{title}]({href})" for title, href in links), "",
+             f"Approve publishes; Reject (say why) or no answer in {timeout_hours:g} h "
+             f"publishes nothing."]
+    return "\n".join(lines)
+
+
 def record(run_dir: str, decision: dict) -> Path:
     from retrain.common.atomic import write_json
     return write_json(Path(run_dir) / RECORD_FILE, decision)
@@ -111,13 +142,14 @@ class ModelApproval(ApprovalOperator):
                      evaluation.get("blessed"))
             return {"asked": False}
         self.response_timeout = dt.timedelta(hours=float(params["approval_timeout_hours"]))
-        metrics = ", ".join(f"{k} {v:.4f}" for k, v in (evaluation.get("candidate") or {})
-                            .items() if isinstance(v, (int, float)))
-        self.body = (f"**{self.family_name}**, span {ctx['span']}: {why}.\n\n"
-                     f"Candidate: {metrics}.\n\nGate: " + "; ".join(evaluation["reasons"])
-                     + f"\n\nReport: {evaluation.get('report_uri') or 'none'} (the run's "
-                     f"Retrain tab). Approve publishes; Reject (say why) publishes nothing. "
-                     f"No answer in {params['approval_timeout_hours']} h: rejected.")
+        from retrain.common.atomic import read_json
+        from retrain.orchestration import ui_links
+
+        decision = read_json(evaluation["eval_uri"]).get("decision") or {}
+        links = ui_links.run_reports(context["dag_run"].dag_id, ctx["run_id"],
+                                     ctx.get("run_dir"), evaluation.get("report_uri"))
+        self.body = request_body(self.family_name, ctx["span"], why, evaluation, decision,
+                                 links, params["approval_timeout_hours"])
         record(ctx["run_dir"], {"asked": True, "why": why, "decision": "waiting",
                                 "asked_at": _now()})
         return super().execute(context)

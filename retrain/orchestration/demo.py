@@ -22,8 +22,10 @@ import sys
 import time
 from pathlib import Path
 
+from retrain.common import screen
 from retrain.common.paths import artifact_root, raw_span_dir, registry_root, run_dir
 from retrain.orchestration.launch import step_python
+from retrain.orchestration import ui_links
 from retrain.orchestration.local_airflow import LocalAirflow
 
 DAG_ID = "ctr_daily_retrain"
@@ -122,59 +124,82 @@ def _f(x, nd=4) -> str:
     return "-" if x is None else f"{x:.{nd}f}"
 
 
-def _gate_line(ev: dict) -> str:
-    """The gate's reasons, with the per-slice lines folded into a count (they are many;
-    the report and eval.json have each of them)."""
+def _verdict(ev: dict) -> str:
+    """The gate's verdict in one line: the rule count, and the failed rules by name (each
+    rule's line is in the report and eval.json)."""
     reasons = ev.get("reasons") or []
-    slice_lines = [r for r in reasons if r.startswith("slice ")]
-    other = [r for r in reasons if not r.startswith(("slice ", "slices not guarded"))]
-    failed = [r for r in slice_lines if r.endswith(": fail")]
-    if slice_lines:
-        other.insert(-1, f"{len(slice_lines) - len(failed)}/{len(slice_lines)} slice guards "
-                         f"pass" + (f" (failed: {'; '.join(failed)})" if failed else ""))
-    return f"{ev['blessed']}: " + "; ".join(other)
+    rules = None
+    try:
+        from retrain.common.atomic import read_json
+        rules = (read_json(ev["eval_uri"]).get("decision") or {}).get("rules")
+    except (KeyError, OSError, ValueError, TypeError):
+        pass
+    failed = list(ev.get("failed_rules") or [])
+    if isinstance(rules, list):
+        failed = failed or [r.get("name") for r in rules if not r.get("passed")]
+        count = f"{len(rules) - len(failed)} of {len(rules)} rules pass"
+    else:   # no eval.json: the gate's own conclusion, its last reason, says it all
+        return reasons[-1] if reasons else ("blessed" if ev.get("blessed") else "not blessed")
+    verdict = "blessed" if ev.get("blessed") else "not blessed"
+    if ev.get("blessed") and failed:
+        verdict = "blessed by force"
+    return f"{verdict}: {count}" + (f"; failed {', '.join(failed)}" if failed else "")
+
+
+def _registry_line(s: dict) -> str:
+    if s.get("published"):
+        return f"published as {MODEL} v{s['published']['version']}"
+    if s.get("unchanged"):
+        return f"unchanged: identical to {MODEL} v{s['unchanged']['version']}, nothing published"
+    if s.get("publish_refused"):
+        return f"not published: {s['publish_refused'].get('reason')}"
+    if s.get("shadow"):
+        return "not published: a shadow run"
+    ev = s.get("evaluation") or {}
+    return "not published: " + ("not blessed" if not ev.get("blessed") else "see the run's log")
 
 
 def format_summary(summaries: list[dict], home: Path) -> str:
+    """A few lines a run (its data, the model beside the published one and the best
+    possible, the verdict, what the registry did) and where to look next; every line at
+    most screen.WIDTH characters."""
     from retrain.common.registry import Registry
 
-    lines = ["", "=" * 78, "retrain demo: ctr_daily_retrain", "=" * 78]
+    width = screen.WIDTH
+    lines = ["", "=" * 78, f"retrain demo: {DAG_ID}, {len(summaries)} run(s)", "=" * 78]
+
+    def field(label: str, text: str) -> None:
+        lines.extend(screen.fit(text, width, f"  {label:<10}", " " * 12))
+
     for s in summaries:
-        lines.append(f"span {s['span']}  ({s['seconds']}s, {'ok' if s['ok'] else 'FAILED'})")
+        lines.append(f"span {s['span']}  {'ok' if s['ok'] else 'FAILED'} in {s['seconds']} s")
+        field("run", str(s.get("run_id") or "-"))
         if not s.get("evaluation"):
-            lines.append(f"  no run summary; task logs: {s['log']}")
+            field("logs", f"no run summary; task logs: {s['log']}")
             continue
         v, p, ev = s["validation"], s["preprocess"], s["evaluation"]
         cand, base, bayes = ev["candidate"], ev.get("baseline"), ev.get("bayes_optimal") or {}
-        lines += [
-            f"  validated   {v.get('rows', '?'):>9,} rows of the span; "
-            f"{v.get('n_failed', 0)} failed expectations",
-            f"  processed   {p['rows_in']:>9,} rows over {len(p['window'])} days "
-            f"({p['rows_train']:,} train / {p.get('rows_validation', 0):,} validation / "
-            f"{p['rows_eval']:,} eval, {p['rows_per_second']:,} rows/s)",
-            f"  {'':12}{'AUC':>8} {'log loss':>9}",
-            f"  {'candidate':12}{_f(cand['auc']):>8} {_f(cand['log_loss']):>9}",
-            f"  {'baseline':12}{_f(base and base['auc']):>8} {_f(base and base['log_loss']):>9}"
-            + ("" if base else "   (no published model yet)"),
-            f"  {'Bayes-opt.':12}{_f(bayes.get('auc')):>8} {_f(bayes.get('log_loss')):>9}"
-            + (f"   gap {bayes['auc'] - cand['auc']:+.4f} AUC" if bayes.get("auc") else ""),
-            f"  blessed     {_gate_line(ev)}",
-            f"  report      {ev.get('report_uri') or '-'}",
-            "  registry    " + (
-                f"published as {MODEL} v{s['published']['version']}" if s.get("published")
-                else f"unchanged: identical to {MODEL} v{s['unchanged']['version']}"
-                if s.get("unchanged") else "not published"),
-        ]
+        rows = v.get("rows")
+        validated = f"{rows:,} rows validated" if isinstance(rows, int) else "validated"
+        field("data", f"{validated} ({v.get('n_failed', 0)} failed expectations); "
+              f"{p['rows_in']:,} processed over {len(p['window'])} day(s)")
+        field("AUC", f"{_f(cand.get('auc'))}, published {_f(base and base.get('auc'))}, "
+              f"Bayes-opt. {_f(bayes.get('auc'))}" + ("" if base else " (nothing published yet)"))
+        field("log loss", f"{_f(cand.get('log_loss'))}, published "
+              f"{_f(base and base.get('log_loss'))}, Bayes-opt. {_f(bayes.get('log_loss'))}")
+        field("verdict", _verdict(ev))
+        field("registry", _registry_line(s))
     registry = Registry(registry_root(home))
     current = registry.current(MODEL) if MODEL in registry.models() else None
-    lines += ["", f"registry {registry_root(home)}: current {MODEL} version "
-                  f"{current['version'] if current else '-'}"
-                  f" ({len(registry.list_versions(MODEL)) if current else 0} versions);"
-                  f" inspect with: retrain registry list {MODEL}",
-              "Airflow UI: run `make ui`, then open http://127.0.0.1:8080 "
-              "(user and password are printed at start-up): these runs are there, "
-              "every task with its log",
-              "=" * 78]
+    lines += [""]
+    field("registry", (f"{MODEL} v{current['version']} is current "
+                       f"({len(registry.list_versions(MODEL))} version(s))" if current
+                       else "nothing published yet")
+          + f": retrain registry show {MODEL}, retrain lineage {MODEL}")
+    field("next", "`make ui`, then http://127.0.0.1:8080 (user and password are printed at "
+          "start-up): each run's Retrain tab has its report and Data Docs, every task its "
+          f"log; a run's page: http://127.0.0.1:8080{ui_links.run_page(DAG_ID, '')}<run>")
+    lines.append("=" * 78)
     return "\n".join(lines)
 
 
