@@ -1,4 +1,7 @@
-"""How numbers and durations read in the plan's text, its refusals and --check's lines."""
+"""How numbers and durations read in the plan's text, its refusals and --check's lines.
+
+`_dur` picks its unit and names it (for sentences); a table's column holds one unit, named
+in its header, so `_hours` and `_secs` print bare numbers."""
 from __future__ import annotations
 
 
@@ -14,3 +17,13 @@ def _many(n: int, what: str) -> str:
 
 def _n(x: float) -> str:
     return f"{x:,.0f}"
+
+
+def _hours(s: float | None) -> str:
+    """Seconds as hours, the unit named by the column."""
+    return "-" if s is None else f"{s / 3600:,.2f}"
+
+
+def _secs(s: float | None) -> str:
+    """Seconds, the unit named by the column."""
+    return "-" if s is None else f"{s:,.{1 if s < 1000 else 0}f}"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from retrain.plan.fmt import _dur, _many, _n
+from retrain.plan.fmt import _hours, _many, _n, _secs
 from retrain.plan.model import Plan
 from retrain.plan.spec import Machine
 
@@ -15,23 +15,8 @@ def render(p: Plan) -> str:
            f"  feature config: {spec['feature_config'] or 'the bundled generated.yaml'}; tables "
            f"x{spec['sparse_scale']:g}; optimizer {ps['optimizer']} ({ps['slots']} slots); "
            f"{_n(d['train_examples'])} training examples ({_n(d['train_steps'])} steps of "
-           f"{d['batch_size']})", "",
-           f"{'stage':<11}{'share':>9}  {'machines':<34}{'machine kind':<28}{'est. wall':>10}"]
-    names = {"beam": "Beam worker", "worker": "worker", "evaluate": "Beam worker"}
-    for s in p.stages:
-        kind = Machine(**spec["machines"].get(s.role) or spec["machines"].get("all")
-                       or dataclasses.asdict(Machine())).text()
-        n = "-" if s.machines is None else _many(s.machines, names[s.role])
-        if s.name == "train" and s.machines is not None:
-            n += f" + {ps['count']} ps"
-        out.append(f"{s.name:<11}{_dur(s.budget_s):>9}  {n:<34}{kind:<28}{_dur(s.wall_s):>10}")
-        if s.machines_if_distributed:
-            extra = f" + {ps['count']} ps" if s.name == "train" else ""
-            out.append(f"{'':<22}if distributed (not built): "
-                       f"{_many(s.machines_if_distributed, names[s.role])}{extra}, "
-                       f"{_dur(s.wall_if_distributed_s)}")
-    out.append(f"{'total':<11}{_dur(spec['deadline_hours'] * 3600):>9}  {'':<62}"
-               f"{_dur(p.total_wall_s):>10}")
+           f"{d['batch_size']})", ""]
+    out += _stage_table(p)
     out.append("")
     out.append("FITS the deadline" if p.fits else "DOES NOT FIT as built:")
     out += [f"  - {b}" for b in p.blockers]
@@ -64,6 +49,46 @@ def render(p: Plan) -> str:
     out += ["", "Assumptions (and where they come from)"]
     out += [f"  - {a['assumption']}\n      [{a['source']}]" for a in p.assumptions]
     return "\n".join(out)
+
+
+def _stage_table(p: Plan) -> list[str]:
+    """The stages in columns, one unit a column (named in its header): each stage's share of
+    the deadline in hours, its estimated wall in seconds, and the wall as a part of the share."""
+    spec, ps = p.spec, p.parameter_servers
+    names = {"beam": "Beam worker", "worker": "worker", "evaluate": "Beam worker"}
+    rows = [["stage", "share (h)", "machines", "machine kind", "est. wall (s)", "of share"]]
+    notes: dict[int, str] = {}
+    for s in p.stages:
+        kind = Machine(**spec["machines"].get(s.role) or spec["machines"].get("all")
+                       or dataclasses.asdict(Machine())).text()
+        n = "-" if s.machines is None else _many(s.machines, names[s.role])
+        if s.name == "train" and s.machines is not None:
+            n += f" + {ps['count']} ps"
+        rows.append([s.name, _hours(s.budget_s), n, kind, _secs(s.wall_s), _part(s.wall_s,
+                                                                                 s.budget_s)])
+        if s.machines_if_distributed:
+            extra = f" + {ps['count']} ps" if s.name == "train" else ""
+            notes[len(rows) - 1] = (f"if distributed (not built): "
+                                    f"{_many(s.machines_if_distributed, names[s.role])}{extra}, "
+                                    f"est. wall {_secs(s.wall_if_distributed_s)} s")
+    deadline = spec["deadline_hours"] * 3600
+    rows.append(["total", _hours(deadline), "", "", _secs(p.total_wall_s),
+                 _part(p.total_wall_s, deadline)])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    right = {1, 4, 5}
+    out = []
+    for i, r in enumerate(rows):
+        out.append("  ".join(c.rjust(w) if j in right else c.ljust(w)
+                             for j, (c, w) in enumerate(zip(r, widths))).rstrip())
+        if i in notes:
+            out.append(" " * (widths[0] + 2) + notes[i])
+    return out
+
+
+def _part(wall: float | None, share: float | None) -> str:
+    if wall is None or not share:
+        return "-"
+    return "<1%" if 0 < wall / share < 0.005 else f"{wall / share:.0%}"
 
 
 def plan_json(p: Plan) -> dict:
