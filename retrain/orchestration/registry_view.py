@@ -48,8 +48,10 @@ def show_text(meta: dict, model_path: str | None = None, current: int | None = N
     gate = meta.get("gate") if isinstance(meta.get("gate"), dict) else None
     verdict, failed = _gate(gate)
     field("gate", verdict)
-    for line in failed:
+    for line in failed[:5]:
         field("", line)
+    if len(failed) > 5:
+        field("", f"({len(failed) - 5} more failed rule(s) in --json)")
     val = meta.get("validation_gate") or {}
     if isinstance(val, dict) and val.get("outcome"):
         field("validation", val["outcome"] + (f" (override: {val['override_reason']})"
