@@ -10,13 +10,22 @@ workers elsewhere, with the same code.
 
     python -m beam_jobs.recommend_ctr --inputs-dir RUN/inputs --model-dir MODEL \
         --output-dir /tmp/recs --k 10
+
+Progress while it runs: with `--progress-dir`, every worker (one file per DoFn instance,
+`worker-*.json`) rewrites the pairs it has scored so far, atomically, at most once every
+PROGRESS_WRITE_SECONDS and at the end of each shard; `pairs_done(dir)` sums them for the
+driver's progress line. Beam's metrics are only readable once the job ends, so they
+cannot say how far it is; a worker that cannot write there (a remote cluster without that
+folder) just stops reporting.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import os
 import time
+import uuid
 from pathlib import Path
 
 import apache_beam as beam
@@ -30,6 +39,18 @@ log = logging.getLogger(__name__)
 
 NAMESPACE = "retrain.recommend_ctr"
 USERS_DIR, ITEMS_FILE = "users", "items.parquet"
+PROGRESS_GLOB, PROGRESS_WRITE_SECONDS = "worker-*.json", 1.0
+
+
+def pairs_done(progress_dir: str | Path) -> int:
+    """Pairs scored so far by every worker that reported into `progress_dir`."""
+    done = 0
+    for path in Path(progress_dir).glob(PROGRESS_GLOB):
+        try:
+            done += int(json.loads(path.read_text()).get("pairs", 0))
+        except (OSError, ValueError, AttributeError):
+            continue          # replaced while read, or not ours: the next look counts it
+    return done
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
@@ -49,6 +70,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
                         "core); 1 with one worker per core")
     p.add_argument("--layout", required=True,
                    help="JSON: user_column, item_column, item_columns, context")
+    p.add_argument("--progress-dir", default=None,
+                   help=f"workers write their pairs scored so far here ({PROGRESS_GLOB})")
     return p.parse_known_args(argv)
 
 
@@ -70,13 +93,35 @@ class ScoreShard(beam.DoFn):
         items = pq.read_table(str(Path(a["inputs_dir"]) / ITEMS_FILE))
         self._scorer = PairScorer(a["model_dir"], items, layout, a["k"], a["batch_pairs"],
                                   a["model_version"])
+        folder = a.get("progress_dir")
+        self._report = (Path(folder) / f"worker-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"
+                        if folder else None)
+        self._reported, self._reported_at = -1, 0.0
+
+    def _write_progress(self, force: bool = False) -> None:
+        done, now = self._scorer.pairs_scored, time.monotonic()
+        if self._report is None or done == self._reported or \
+                (not force and now - self._reported_at < PROGRESS_WRITE_SECONDS):
+            return
+        tmp = self._report.with_suffix(".tmp")
+        try:
+            tmp.write_text(json.dumps({"pairs": done}))
+            os.replace(tmp, self._report)
+        except OSError as e:
+            log.warning("progress not reported from this worker (%s): %s", self._report, e)
+            self._report = None
+            return
+        self._reported, self._reported_at = done, now
 
     def process(self, path: str):
         import pyarrow.parquet as pq
 
         users = pq.read_table(path)
         before = self._scorer.pairs_scored
-        yield from self._scorer.top_k(users)
+        for row in self._scorer.top_k(users):
+            yield row
+            self._write_progress()
+        self._write_progress(force=True)
         self._pairs.inc(self._scorer.pairs_scored - before)
         self._users.inc(users.num_rows)
 

@@ -6,10 +6,15 @@ published CTR model, written as one dated partition.
         "output_dir": "var/recommendations/ctr/dt=2026-11-08"}'
 
 Steps: resolve the model (the registry's published version, or a given one); read the
-last `active_days` delivered days with the model's feature config; build the users
-(latest user-side columns) and the candidate pool (`recommend_inputs`); write them,
-users sharded by a stable hash, into the partition's `inputs/`; run the Beam job
-(`beam_jobs.recommend_ctr`) over the shards; check the output's contract
+last `active_days` delivered days with the model's feature config; settle the column
+roles (user, item, item side, context: the spec's, or derived from the feature config and
+the window by `recommend_roles`, with a `RecommendSettingError` naming a setting that
+cannot be); build the users (latest user-side columns; the `max_users` most active when
+capped) and the candidate pool (`recommend_inputs`; its first `max_items` when capped);
+say on stderr what will be scored and about how long it takes; write them, users sharded
+by a stable hash, into the partition's `inputs/`; run the Beam job
+(`beam_jobs.recommend_ctr`) over the shards, a progress line (done/total, rate, time
+left) on stderr every `progress_seconds`; check the output's contract
 (`recommend_quality.check_output`) and commit the partition atomically with a
 `summary.json` naming the model version and every raw day read. A partition that breaks
 the contract is never committed. `components.ctr.recommend_eval` measures it once the
@@ -29,6 +34,7 @@ from retrain.common.step import main
 log = logging.getLogger("retrain.recommend")
 
 SUMMARY_FILE, INPUTS_DIR = "summary.json", "inputs"
+PROGRESS_DIR = "_progress"     # the workers' counts while the job runs; removed after
 
 
 @dataclasses.dataclass
@@ -45,17 +51,21 @@ class RecommendSpec:
     pool_size: int = 0             # window: the most shown M items (0: all seen);
                                    # top_per_category: the M most clicked of each
     k: int = 10
-    user_column: str = "user_id"
-    item_column: str = "item_id"
-    item_columns: list[str] = dataclasses.field(
-        default_factory=lambda: ["category_id", "price", "item_age_days"])
-    category_column: str = "category_id"
-    context: dict = dataclasses.field(default_factory=lambda: {"position": 1})
+    # Column roles; None: derived from the model's feature config and the window
+    # (components.ctr.recommend_roles), and the plan line says what was derived.
+    user_column: str | None = None
+    item_column: str | None = None
+    item_columns: list[str] | None = None   # item-side inputs besides the item id
+    category_column: str | None = None      # top_per_category only
+    context: dict | None = None             # inputs every pair gets, e.g. {"position": 1}
     exclude_seen: bool = False     # never recommend an item the user was shown in the window
+    max_users: int = 0             # the most active users only (0: every active user)
+    max_items: int = 0             # the first items of the pool only (0: the whole pool)
     num_shards: int = 8            # user shards: the job's unit of parallel work
     batch_pairs: int = 16384
     beam_workers: int = 1          # local DirectRunner worker processes
     beam_args: list[str] = dataclasses.field(default_factory=list)  # e.g. another runner
+    progress_seconds: float = 10.0  # a progress line on stderr this often (0: none)
 
 
 def resolve_model(spec: RecommendSpec) -> tuple[str, int | None]:
@@ -73,19 +83,15 @@ def resolve_model(spec: RecommendSpec) -> tuple[str, int | None]:
     return str(reg.verified_path(spec.model_name, version)), version
 
 
-def _layout(spec: RecommendSpec, inputs: list[str], config_name: str):
-    from components.ctr.recommend_scoring import PairLayout
+def _check_numbers(spec: RecommendSpec) -> None:
+    from components.ctr.recommend_roles import RecommendSettingError
 
-    named = {"user_column": [spec.user_column], "item_column": [spec.item_column],
-             "item_columns": spec.item_columns, "context": list(spec.context)}
-    unknown = [f"{key} {c!r}" for key, cols in named.items() for c in cols if c not in inputs]
-    if unknown:
-        raise ValueError(f"{', '.join(unknown)}: not an input of the model (feature config "
-                         f"{config_name!r}, inputs {inputs})")
-    if spec.k < 1 or spec.num_shards < 1 or spec.active_days < 1:
-        raise ValueError("k, num_shards and active_days must be >= 1")
-    return PairLayout(spec.user_column, spec.item_column, tuple(spec.item_columns),
-                      dict(spec.context))
+    for name in ("k", "num_shards", "active_days", "batch_pairs"):
+        if getattr(spec, name) < 1:
+            raise RecommendSettingError(name, "must be >= 1")
+    for name in ("max_users", "max_items", "pool_size"):
+        if getattr(spec, name) < 0:
+            raise RecommendSettingError(name, "must be >= 0 (0: no cap)")
 
 
 def _local_workers(n: int) -> list[str]:
@@ -96,57 +102,92 @@ def _local_workers(n: int) -> list[str]:
 
 def run(spec: RecommendSpec) -> dict:
     """Score, check and commit one partition; return its summary."""
+    import shutil
+
     import pyarrow.parquet as pq
 
     from beam_jobs import recommend_ctr
     from beam_jobs.output_commit import output_commit
     from components.ctr import feature_config
     from components.ctr import recommend_inputs as I
+    from components.ctr import recommend_roles as R
+    from components.ctr.recommend_progress import (PAIRS_PER_SECOND, Progress, duration,
+                                                   plan_line, say)
     from components.ctr.recommend_quality import check_output
+    from components.ctr.recommend_scoring import PairLayout
     from retrain.common.atomic import write_json
 
     from retrain.common.registry import verify_model_dir
 
     started = time.time()
+    _check_numbers(spec)
     model_dir, version = resolve_model(spec)
     verify_model_dir(model_dir)   # a registry version handed over by path: checked too
     cfg = feature_config.for_model_dir(model_dir)
-    inputs = [c for c in cfg.raw_columns() if c not in (cfg.label, cfg.example_id)]
-    layout = _layout(spec, inputs, cfg.name)
+    source = R.config_file(model_dir)
+    user_col, item_col, derived = R.ids(cfg, source, spec.user_column, spec.item_column)
     rows, days = I.read_window(spec.raw_root, spec.span, spec.active_days, cfg)
-    user_side = [c for c in layout.user_columns(inputs) if c != spec.user_column]
-    users = I.users(rows, spec.user_column, user_side,
-                    spec.item_column if spec.exclude_seen else None)
-    pool = I.items(rows, cfg.label, spec.item_column, list(spec.item_columns), spec.pool,
-                   spec.pool_size, spec.category_column)
+    roles = R.sides(rows, cfg, source, user_col, item_col, item_columns=spec.item_columns,
+                    context=spec.context, category_column=spec.category_column,
+                    pool=spec.pool, derived=derived)
+    layout = PairLayout(user_col, item_col, roles.item_columns, roles.context)
+    inputs = R.inputs_of(cfg)
+    user_side = [c for c in layout.user_columns(inputs) if c != user_col]
+    say(f"columns of feature config {cfg.name or '(unnamed)'!r}: {roles.describe(user_side)}")
+    active = I.users(rows, user_col, user_side, item_col if spec.exclude_seen else None)
+    users = I.most_active(active, rows, user_col, spec.max_users)
+    whole_pool = I.items(rows, cfg.label, item_col, list(roles.item_columns), spec.pool,
+                         spec.pool_size, roles.category_column)
+    pool = (whole_pool.slice(0, spec.max_items)
+            if 0 < spec.max_items < whole_pool.num_rows else whole_pool)
+    total = users.num_rows * pool.num_rows
+    everything, capped = active.num_rows * whole_pool.num_rows, []
+    if users.num_rows < active.num_rows:
+        capped.append(f"the {users.num_rows:,} most active of {active.num_rows:,} users")
+    if pool.num_rows < whole_pool.num_rows:
+        capped.append(f"the first {pool.num_rows:,} of {whole_pool.num_rows:,} pool items")
+    say(plan_line(users.num_rows, pool.num_rows)
+        + (f" (capped: {', '.join(capped)}; all of them, {everything:,} pairs, about "
+           f"{duration(everything / PAIRS_PER_SECOND)}, with max_users and max_items 0: "
+           f"retrain recommend --all)" if capped else ""))
     log.info("scoring %d users active in %s..%s against %d candidate items (pool %s)",
              users.num_rows, days[0], days[-1], pool.num_rows, spec.pool)
     with output_commit(spec.output_dir) as tmp:
         shard_dir = Path(tmp) / INPUTS_DIR / recommend_ctr.USERS_DIR
         shard_dir.mkdir(parents=True)
-        for i, shard in enumerate(I.shards(users, spec.user_column, spec.num_shards)):
+        for i, shard in enumerate(I.shards(users, user_col, spec.num_shards)):
             pq.write_table(shard, shard_dir / f"part-{i:05d}.parquet")
         pq.write_table(pool, Path(tmp) / INPUTS_DIR / recommend_ctr.ITEMS_FILE)
-        job = recommend_ctr.run([
-            "--inputs-dir", str(Path(tmp) / INPUTS_DIR), "--model-dir", model_dir,
-            "--output-dir", tmp, "--k", str(spec.k), "--batch-pairs", str(spec.batch_pairs),
-            "--layout", json.dumps(dataclasses.asdict(layout)),
-            *(["--model-version", str(version)] if version is not None else []),
-            *_local_workers(spec.beam_workers), *spec.beam_args])
+        progress_dir = Path(tmp) / PROGRESS_DIR
+        progress_dir.mkdir()
+        with Progress(total, lambda: recommend_ctr.pairs_done(progress_dir),
+                      spec.progress_seconds):
+            job = recommend_ctr.run([
+                "--inputs-dir", str(Path(tmp) / INPUTS_DIR), "--model-dir", model_dir,
+                "--output-dir", tmp, "--k", str(spec.k), "--batch-pairs", str(spec.batch_pairs),
+                "--layout", json.dumps(dataclasses.asdict(layout)),
+                "--progress-dir", str(progress_dir),
+                *(["--model-version", str(version)] if version is not None else []),
+                *_local_workers(spec.beam_workers), *spec.beam_args])
+        shutil.rmtree(progress_dir, ignore_errors=True)
         recs = pq.read_table(sorted(str(p) for p in Path(tmp).glob("part-*.parquet")))
-        ids = [str(u) for u in users.column(spec.user_column).to_pylist()]
+        ids = [str(u) for u in users.column(user_col).to_pylist()]
         seen = (dict(zip(ids, users.column(I.SEEN).to_pylist())) if spec.exclude_seen
                 else None)
-        checked = check_output(recs, ids, [str(i) for i in pool.column(spec.item_column)
+        checked = check_output(recs, ids, [str(i) for i in pool.column(item_col)
                                            .to_pylist()], spec.k, seen)
         seconds = time.time() - started
         summary = {"span": spec.span, "days_read": days, "model_name": spec.model_name,
                    "model_version": version, "model_dir": model_dir, "pool": spec.pool,
                    "pool_items": pool.num_rows, "k": spec.k,
+                   "active_users": active.num_rows, "pool_items_uncapped": whole_pool.num_rows,
+                   "max_users": spec.max_users, "max_items": spec.max_items,
                    "exclude_seen": spec.exclude_seen, **checked, **job,
                    "pairs_per_second": round(job["pairs_scored"] / max(job["beam_seconds"],
                                                                       1e-9), 1),
-                   "seconds": round(seconds, 2), "layout": dataclasses.asdict(layout)}
+                   "seconds": round(seconds, 2), "layout": dataclasses.asdict(layout),
+                   "derived_settings": list(roles.derived),
+                   "category_column": roles.category_column}
         write_json(Path(tmp) / SUMMARY_FILE, summary)
     log.info("recommendations: %d users x %d items, %d pairs in %.1f s (%.0f pairs/s in the "
              "job) -> %s", checked["users"], pool.num_rows, job["pairs_scored"], seconds,

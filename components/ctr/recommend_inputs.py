@@ -13,6 +13,8 @@ differently at scoring time.
   impressions (the popularity baseline of the quality check reads them);
 - with `exclude_seen`, each user also carries the items they were shown in the window
   (`SEEN`), which their list leaves out (a rating log, where each item is rated once);
+- `most_active` keeps the users with the most rows in the window (ties by id), the cap a
+  run on one machine starts with;
 - users are split into shards by a stable hash of the user id (pandas' fixed-key row
   hash), so a rerun puts every user in the same shard.
 """
@@ -70,6 +72,21 @@ def users(rows: pa.Table, user_column: str, user_side: list[str],
         seen = shown.groupby(user_column)[seen_column].agg(lambda s: sorted(set(s)))
         latest[SEEN] = latest[user_column].astype(str).map(seen)
     return pa.Table.from_pandas(latest, preserve_index=False)
+
+
+def most_active(users_table: pa.Table, rows: pa.Table, user_column: str,
+                limit: int) -> pa.Table:
+    """The `limit` users of `users_table` with the most window rows (ties: by id), in the
+    table's order; all of them when limit <= 0 or there are no more."""
+    if limit <= 0 or users_table.num_rows <= limit:
+        return users_table
+    import pyarrow.compute as pc
+
+    counts = rows.column(user_column).value_counts()
+    ranked = sorted(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()),
+                    key=lambda vc: (-vc[1], str(vc[0])))
+    keep = pa.array([v for v, _ in ranked[:limit]], type=rows.schema.field(user_column).type)
+    return users_table.filter(pc.is_in(users_table.column(user_column), value_set=keep))
 
 
 def items(rows: pa.Table, label: str, item_column: str, item_side: list[str], pool: str,

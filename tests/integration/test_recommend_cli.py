@@ -1,0 +1,130 @@
+"""`retrain recommend` on a real rating log (MovieLens 100k, design rule 16) with a model
+whose feature config names its own columns (`movie_id`, no `item_id`, no `position`).
+
+Issue 46: its defaults fit one machine (a cap on users and items, the plan printed before
+scoring, the full run one flag away), a progress line (done/total, rate, ETA) appears
+while the Beam job runs, the columns default to what the model's feature config and the
+window say, and a setting that cannot be derived is refused in one line naming it and
+the config file, exit code 2, no traceback.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from components.ctr import feature_config
+from retrain.common.atomic import read_json
+
+from outside_logs import rating_log
+from savedmodels import raw_dtypes, save_model
+
+pytestmark = pytest.mark.integration
+
+FEATURES = [
+    {"name": "user_id", "kind": "categorical", "dtype": "int", "transform": "hash",
+     "hash_buckets": 2000},
+    {"name": "movie_id", "kind": "categorical", "dtype": "int", "transform": "hash",
+     "hash_buckets": 2000},
+    {"name": "age", "kind": "numeric", "transform": "zscore"},
+    {"name": "gender", "kind": "categorical", "transform": "vocabulary", "top_k": 2},
+    {"name": "occupation", "kind": "categorical", "transform": "vocabulary", "top_k": 30}]
+
+
+def _config(user: str = "user_id") -> feature_config.FeatureConfig:
+    features = [dict(f, name=user) if f["name"] == "user_id" else f for f in FEATURES]
+    return feature_config.from_dict({
+        "name": "movielens_ratings", "label": "liked",        # the log has no id column
+        "features": features, "model": {"count_features": ["movie_id", user]}})
+
+
+def _score(features):
+    """A fixed function of the movie and the user's age, in (0, 1)."""
+    import tensorflow as tf
+    movie = tf.cast(features["movie_id"] % 97, tf.float32)
+    return tf.sigmoid(movie / 50.0 - 1.0 + features["age"] / 100.0)
+
+
+@pytest.fixture(scope="module")
+def log_and_model(tmp_path_factory):
+    root = tmp_path_factory.mktemp("recommend-cli")
+    days = rating_log(root / "raw", days=40)
+    span = days[-1].name.removeprefix("dt=")
+    cfg = _config()
+    model = save_model(root / "model", _score, raw_dtypes(cfg), config=cfg)
+    return root, span, model
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "retrain.cli", "recommend", *args],
+                          capture_output=True, text=True, timeout=600)
+
+
+def _progress_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines()
+            if re.match(r"recommend: [\d,]+/[\d,]+ pairs \(\d+ %\), [\d,]+ pairs/s, "
+                        r"(ETA|done in) ", line)]
+
+
+def test_defaults_cap_the_pairs_derive_the_columns_and_show_progress(log_and_model):
+    root, span, model = log_and_model
+    out = root / "recs-capped"
+    run = _cli("--raw-root", str(root / "raw"), "--span", span, "--out", str(out),
+               "--model-dir", model, "--active-days", "30", "--k", "3",
+               "--max-users", "20", "--max-items", "50", "--progress-seconds", "0.2")
+    assert run.returncode == 0, run.stderr[-3000:]
+    err = run.stderr
+    # the columns, derived from the model's feature config and the window
+    assert ("recommend: columns of feature config 'movielens_ratings': user user_id, item "
+            "movie_id, item side [], user side [age, gender, occupation]") in err, err
+    # the plan, with the cap and the full run one flag away
+    plan = re.search(r"recommend: scoring 20 users x 50 items = 1,000 pairs, about 1 s at "
+                     r"[\d,]+ pairs/s \(capped: the 20 most active of ([\d,]+) users, the "
+                     r"first 50 of ([\d,]+) pool items; all of them, ([\d,]+) pairs, about "
+                     r"[^,]+, with max_users and max_items 0: retrain recommend --all\)", err)
+    assert plan, err
+    active, pool = (int(plan.group(i).replace(",", "")) for i in (1, 2))
+    assert active > 20 and pool > 50
+    assert int(plan.group(3).replace(",", "")) == active * pool
+    lines = _progress_lines(err)
+    assert lines and lines[-1].startswith("recommend: 1,000/1,000 pairs (100 %)"), err
+    assert "Traceback" not in err
+    summary = read_json(out / "summary.json")
+    assert (summary["users"], summary["pool_items"], summary["pairs_scored"]) == (20, 50, 1000)
+    assert summary["active_users"] == active and summary["max_users"] == 20
+    assert summary["layout"]["item_column"] == "movie_id"
+    assert not (out / "_progress").exists()
+    recs = pq.read_table(sorted(str(p) for p in out.glob("part-*.parquet")))
+    assert recs.num_rows == 20 * 3
+
+    full = _cli("--raw-root", str(root / "raw"), "--span", span, "--out",
+                str(root / "recs-all"), "--model-dir", model, "--active-days", "30",
+                "--k", "3", "--all", "--progress-seconds", "0")
+    assert full.returncode == 0, full.stderr[-3000:]
+    assert f"scoring {active:,} users x {pool:,} items = {active * pool:,} pairs" in \
+        full.stderr and "capped" not in full.stderr
+    assert not _progress_lines(full.stderr)          # --progress-seconds 0: none
+
+
+def test_a_setting_that_cannot_be_derived_is_one_line_naming_it(log_and_model, tmp_path):
+    root, span, _ = log_and_model
+    cfg = _config(user="account")                   # nothing says it is the user
+    model = save_model(tmp_path / "model", _score, raw_dtypes(cfg), config=cfg)
+    run = _cli("--raw-root", str(root / "raw"), "--span", span, "--out",
+               str(tmp_path / "recs"), "--model-dir", model)
+    assert run.returncode == 2, run.stderr[-3000:]
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
+    assert lines[0].startswith("retrain recommend: error: user_column (--user-column): ")
+    assert str(Path(model) / feature_config.MODEL_CONFIG_PATH) in lines[0]
+    assert not (tmp_path / "recs").exists()
+    # named, it runs
+    ok = _cli("--raw-root", str(root / "raw"), "--span", span, "--out",
+              str(tmp_path / "recs"), "--model-dir", model, "--user-column", "account",
+              "--max-users", "5", "--max-items", "5", "--progress-seconds", "0")
+    assert ok.returncode != 0 and "account" in ok.stderr     # the log has no such column
+    assert "Traceback" not in ok.stderr and len(ok.stderr.strip().splitlines()) <= 3
