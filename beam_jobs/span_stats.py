@@ -55,16 +55,17 @@ from beam_jobs import runner
 from retrain.common import rawfiles
 from retrain.common.record_limits import RecordLimits, parquet_bytes
 from components.ctr import features as F
+from components.ctr.kmv import kmv_estimate
+from components.ctr.rawformat import JSONL_SUFFIXES, PART_SUFFIXES, RawLayout, default_layout
+from components.ctr.rawread import id_as_text, read_jsonl_batches, with_derived_id
 
 log = logging.getLogger("retrain.span_stats")
 
 STATS_FILE = "stats.json"
 SAMPLE_FILE = "sample.parquet"
-PART_GLOB = "part-*.parquet"
 PRIO = "__priority"
 STATS_VERSION = 1
 REJECT_EXAMPLES = 5   # rejected records kept in the stats, to name in a failure
-_TWO64 = float(2 ** 64)
 
 # Columns summarised as categories (top values + distinct count) for the generated logs:
 # the string columns and the small-integer identity features. The label gets a top-k too
@@ -123,12 +124,6 @@ def _hash_values(arr: pa.Array) -> np.ndarray:
 
 def _kmv_merge(a: np.ndarray, b: np.ndarray, k: int) -> np.ndarray:
     return np.union1d(a, b)[:k]  # sorted unique
-
-
-def _kmv_estimate(kmv: np.ndarray, k: int) -> tuple[float, bool]:
-    if len(kmv) < k:
-        return float(len(kmv)), True
-    return (k - 1) / (float(kmv[k - 1]) / _TWO64), False
 
 
 def _mg_reduce(counts: dict, capacity: int) -> tuple[dict, int]:
@@ -359,9 +354,10 @@ class SpanStatsFn(beam.CombineFn):
 class ReadBatches(beam.DoFn):
     """(span, file, row group) -> (span, (file name, batch key, Arrow record batch,
     rejected records)).
-    JSONL parts (row group -1) are read whole with the preprocessing job's reader: the
-    config's columns (and extra columns), every other field as JSON text (so the schema
-    rule sees it), records it cannot use counted by reason (the rejected-rate rule)."""
+    JSONL parts (row group -1) are read whole with the family's reader, the one
+    preprocessing uses (`components.ctr.rawread`): the config's columns (and extra
+    columns), every other field as JSON text (so the schema rule sees it), records it
+    cannot use counted by reason (the rejected-rate rule)."""
 
     def __init__(self, batch_size: int, columns: tuple = (), label: str = F.LABEL_KEY,
                  example_id: str = F.EXAMPLE_ID_KEY, limits: RecordLimits = RecordLimits(),
@@ -373,7 +369,6 @@ class ReadBatches(beam.DoFn):
 
     def process(self, item):
         span, path, row_group = item
-        from beam_jobs.preprocess_ctr import id_as_text, with_derived_id
         for name, key, batch, rejects in self._batches(path, row_group):
             if self.derived_id:   # ids derived as the reader does (compared within stats only)
                 batch = with_derived_id(batch, [k for k, _ in self.columns], self.example_id)
@@ -386,7 +381,6 @@ class ReadBatches(beam.DoFn):
 
     def _batches(self, path: str, row_group: int):
         if row_group < 0:
-            from beam_jobs.preprocess_ctr import RawLayout, default_layout, read_jsonl_batches
             layout = (RawLayout(self.columns, self.label, self.example_id, self.limits)
                       if self.columns else default_layout())
             for i, (batch, rejects) in enumerate(read_jsonl_batches(
@@ -437,7 +431,7 @@ def finalize(acc: Partial, cfg: StatsConfig, span_dir: str) -> tuple[dict, pa.Ta
             d["domain"] = ([v for v, _ in top] if c.top_dec == 0 and len(top) <= 100
                            else None)
         if c.kmv is not None:
-            est, exact = _kmv_estimate(c.kmv, cfg.kmv_k)
+            est, exact = kmv_estimate(c.kmv, cfg.kmv_k)
             d["distinct"] = est
             d["distinct_exact"] = exact
         columns[name] = d
@@ -469,28 +463,11 @@ def finalize(acc: Partial, cfg: StatsConfig, span_dir: str) -> tuple[dict, pa.Ta
     return stats, sample
 
 
-def kmv_overlap(a_hex: list[str], b_hex: list[str], k: int) -> float | None:
-    """Estimated share of span A's distinct ids also in span B (KMV Jaccard, then
-    |A∩B| / |A|). None if either sketch is empty."""
-    if not a_hex or not b_hex:
-        return None
-    a = np.array([int(h, 16) for h in a_hex], dtype=np.uint64)
-    b = np.array([int(h, 16) for h in b_hex], dtype=np.uint64)
-    union_k = np.union1d(a, b)[:k]
-    inter = np.intersect1d(np.intersect1d(a, b), union_k)
-    jaccard = len(inter) / len(union_k)
-    na, _ = _kmv_estimate(a, k)
-    nb, _ = _kmv_estimate(b, k)
-    both = jaccard * (na + nb) / (1 + jaccard)
-    return float(both / na) if na else None
-
-
 def work_items(span_dir: Path, limits: RecordLimits = RecordLimits()) -> list[tuple[str, int]]:
     """(part, row group) for Parquet parts; (part, -1) for JSONL parts, read whole. A
     Parquet part whose footer declares more than `max_part_bytes` is refused here."""
-    from beam_jobs.preprocess_ctr import JSONL_SUFFIXES, PARQUET_SUFFIXES
     # Refused before reading: a link out of the root, a FIFO, too many parts, none.
-    found = rawfiles.list_parts(span_dir, PARQUET_SUFFIXES + JSONL_SUFFIXES, span_dir.parent,
+    found = rawfiles.list_parts(span_dir, PART_SUFFIXES, span_dir.parent,
                                 max_parts=limits.max_parts_per_day)
     jsonl = [p for p in found if p.name.endswith(JSONL_SUFFIXES)]
     parts = [p for p in found if not p.name.endswith(JSONL_SUFFIXES)]

@@ -3,9 +3,10 @@
 Evaluation scores *raw* rows through each model's serving signature, so a candidate and
 a baseline with different transform graphs (other vocabularies, other means) are
 compared on exactly the same input; the eval rows are selected with the same stable
-hash as the Beam job uses. Rows are read with the Beam job's own readers (Parquet or
-JSONL, the feature config's columns, malformed records dropped), so evaluation sees
-exactly the rows preprocessing accepted. Which raw inputs a model takes comes from the
+hash as the Beam job uses. Rows are read with the family's readers, the ones
+preprocessing uses (`components.ctr.rawread`: Parquet or JSONL, the feature config's
+columns, malformed records dropped), so evaluation sees exactly the rows preprocessing
+accepted. Which raw inputs a model takes comes from the
 feature config it was trained with (`feature_config.for_model_dir`).
 """
 from __future__ import annotations
@@ -18,6 +19,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from components.ctr import features as F
+from components.ctr.rawformat import PART_SUFFIXES, RawLayout
+from components.ctr.rawread import batch_schema, read_batches
 
 
 def _default_config():
@@ -29,12 +32,11 @@ def span_parts(span_dir: str | Path, cfg=None) -> list[str]:
     """A span's raw part files, in name order (what every reader of the span reads),
     checked by `rawfiles.list_parts`: regular files inside the raw root (the span's
     parent), at most the config's `max_parts_per_day` (default: generated logs')."""
-    from beam_jobs.preprocess_ctr import JSONL_SUFFIXES, PARQUET_SUFFIXES
     from retrain.common import rawfiles
     cfg = cfg or _default_config()
     span_dir = Path(span_dir)
     return [str(p) for p in rawfiles.list_parts(
-        span_dir, PARQUET_SUFFIXES + JSONL_SUFFIXES, span_dir.parent,
+        span_dir, PART_SUFFIXES, span_dir.parent,
         max_parts=cfg.validation.record_limits().max_parts_per_day)]
 
 
@@ -42,7 +44,6 @@ def part_batches(part: str, cfg=None, eval_percent: int | None = None,
                  batch_size: int = 65536):
     """Accepted rows of one part file as RecordBatches (only the held-out ones with
     `eval_percent`): a shard of the span, read a batch at a time."""
-    from beam_jobs.preprocess_ctr import RawLayout, read_batches
     cfg = cfg or _default_config()
     for batch, _ in read_batches(part, batch_size, layout=RawLayout.of(cfg)):
         if eval_percent is not None and batch.num_rows:
@@ -54,7 +55,6 @@ def part_batches(part: str, cfg=None, eval_percent: int | None = None,
 
 def read_span(span_dir: str | Path, cfg=None) -> pa.Table:
     """Every accepted row of a span: the config's raw columns (default: generated logs)."""
-    from beam_jobs.preprocess_ctr import RawLayout, batch_schema
     cfg = cfg or _default_config()
     batches = [b for p in span_parts(span_dir, cfg) for b in part_batches(p, cfg)]
     return pa.Table.from_batches(batches, schema=batch_schema(RawLayout.of(cfg)))
@@ -68,7 +68,6 @@ def read_eval_rows(span_dir: str | Path, eval_percent: int, cfg=None) -> pa.Tabl
 
 def first_eval_rows(span_dir: str | Path, eval_percent: int, n: int, cfg=None) -> pa.Table:
     """The first `n` held-out rows of a span in file order, reading no further."""
-    from beam_jobs.preprocess_ctr import RawLayout, batch_schema
     cfg = cfg or _default_config()
     batches, got = [], 0
     for part in span_parts(span_dir, cfg):

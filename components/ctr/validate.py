@@ -338,7 +338,7 @@ def _history(spec: ValidateSpec, span_dir: Path, ref_dir: Path,
 def _overlap(stats: dict, previous: dict | None) -> float | None:
     if not previous:
         return None
-    from beam_jobs.span_stats import kmv_overlap
+    from components.ctr.kmv import kmv_overlap
     k = min(stats["config"]["kmv_k"], previous["config"]["kmv_k"])
     return kmv_overlap(stats.get("example_id_kmv"), previous.get("example_id_kmv"), k)
 

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from beam_jobs import preprocess_ctr as job
+from components.ctr import rawread
 from retrain.common import record_limits
 from retrain.common.errors import kind_of
 from components.ctr import feature_config
@@ -28,7 +29,7 @@ def layout(**limits):
 
 
 def read(path, lay=None, keep_unknown=False):
-    batches = list(job.read_jsonl_batches(str(path), batch_size=1000, layout=lay or layout(),
+    batches = list(rawread.read_jsonl_batches(str(path), batch_size=1000, layout=lay or layout(),
                                           keep_unknown=keep_unknown))
     rows = [r for b, _ in batches for r in b.to_pylist()]
     return rows, [r for _, rs in batches for r in rs]
@@ -75,15 +76,15 @@ def test_many_long_legal_lines_are_cut_into_bounded_batches(tmp_path):
     with open(path, "wb") as f:
         for i in range(40):
             f.write(line(good(i, category_id="c" * 60_000)))   # under 64 KiB each
-    batches = list(job.read_jsonl_batches(str(path), batch_size=65536,
+    batches = list(rawread.read_jsonl_batches(str(path), batch_size=65536,
                                           layout=layout(), max_line_bytes=1 << 20))
     assert sum(b.num_rows for b, _ in batches) == 40
-    old = job.MAX_BATCH_BYTES
+    old = rawread.MAX_BATCH_BYTES
     try:
-        job.MAX_BATCH_BYTES = 1 << 20
-        batches = list(job.read_jsonl_batches(str(path), batch_size=65536, layout=layout()))
+        rawread.MAX_BATCH_BYTES = 1 << 20
+        batches = list(rawread.read_jsonl_batches(str(path), batch_size=65536, layout=layout()))
     finally:
-        job.MAX_BATCH_BYTES = old
+        rawread.MAX_BATCH_BYTES = old
     assert len(batches) >= 2 and max(b.nbytes for b, _ in batches) < 2 << 20
 
 
@@ -92,12 +93,12 @@ def test_parquet_parts_and_values_obey_the_same_limits(tmp_path):
     rows[2]["item_id"] = "y" * 100
     path = tmp_path / "part-00000.parquet"
     pq.write_table(pa.Table.from_pylist(rows), path)
-    batches = list(job.read_parquet_batches(str(path), 10, layout(max_value_bytes=50)))
+    batches = list(rawread.read_parquet_batches(str(path), 10, layout(max_value_bytes=50)))
     assert [r["example_id"] for b, _ in batches for r in b.to_pylist()] == ["e0", "e1", "e3"]
     rejects = [r for _, rs in batches for r in rs]
     assert [(r["line"], r["reason"]) for r in rejects] == [(3, "oversize_value")]
     with pytest.raises(record_limits.PartTooLarge, match="part-00000.parquet"):
-        list(job.read_parquet_batches(str(path), 10, layout(max_part_bytes=100)))
+        list(rawread.read_parquet_batches(str(path), 10, layout(max_part_bytes=100)))
 
 
 def test_limits_are_feature_config_thresholds_with_defaults():

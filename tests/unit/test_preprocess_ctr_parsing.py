@@ -17,6 +17,7 @@ from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from beam_jobs import preprocess_ctr as job
+from components.ctr import rawformat, rawread
 from components.ctr import features as F
 
 
@@ -63,19 +64,19 @@ def write_jsonl(path, lines: list[bytes]) -> str:
 
 
 def test_check_record_reasons():
-    assert job.check_record(good(1)) is None
-    assert job.check_record(good(1, price=None, item_age_days=2)) is None
-    assert job.check_record(good(1, hour=2.0))[0] == "wrong_type"
-    assert job.check_record(good(1, hour=2**70))[0] == "wrong_type"
-    assert job.check_record("x")[0] == "not_an_object"
-    assert job.check_record(good(1, click=None))[0] == "missing_field"
-    assert job.check_record(good(1, price=float("inf"))) == (
+    assert rawformat.check_record(good(1)) is None
+    assert rawformat.check_record(good(1, price=None, item_age_days=2)) is None
+    assert rawformat.check_record(good(1, hour=2.0))[0] == "wrong_type"
+    assert rawformat.check_record(good(1, hour=2**70))[0] == "wrong_type"
+    assert rawformat.check_record("x")[0] == "not_an_object"
+    assert rawformat.check_record(good(1, click=None))[0] == "missing_field"
+    assert rawformat.check_record(good(1, price=float("inf"))) == (
         "bad_value", "price: inf is not a finite number")
 
 
 def test_jsonl_reader_rejects_each_malformed_kind_with_its_place(tmp_path):
     path = write_jsonl(tmp_path / "part-0.jsonl.gz", [c[0] for c in CASES] + [TAIL])
-    batches = list(job.read_jsonl_batches(path, batch_size=5, max_line_bytes=MAX_LINE))
+    batches = list(rawread.read_jsonl_batches(path, batch_size=5, max_line_bytes=MAX_LINE))
     rows = pa.Table.from_batches([b for b, _ in batches]).to_pylist()
     rejects = [r for _, rs in batches for r in rs]
     assert [r["example_id"] for r in rows] == ["e0", "e10", "e12"]
@@ -98,7 +99,7 @@ def test_truncated_gzip_fails_naming_the_file(tmp_path):
     path = tmp_path / "part-7.jsonl.gz"
     path.write_bytes(whole[: len(whole) // 2])
     with pytest.raises(IOError, match="part-7.jsonl.gz.*truncated"):
-        list(job.read_jsonl_batches(str(path), batch_size=100))
+        list(rawread.read_jsonl_batches(str(path), batch_size=100))
 
 
 def test_parquet_rows_with_null_required_fields_are_rejected(tmp_path):
@@ -108,7 +109,7 @@ def test_parquet_rows_with_null_required_fields_are_rejected(tmp_path):
     rows[5]["price"] = None                       # numeric null is allowed (NaN)
     path = tmp_path / "part-00000.parquet"
     pq.write_table(pa.Table.from_pylist(rows), path)
-    batches = list(job.read_parquet_batches(str(path), batch_size=4))
+    batches = list(rawread.read_parquet_batches(str(path), batch_size=4))
     good_ids = [r["example_id"] for b, _ in batches for r in b.to_pylist()]
     rejects = [r for _, rs in batches for r in rs]
     assert good_ids == ["e0", "e1", "e3", "e5"]
@@ -123,7 +124,7 @@ def test_parquet_infinite_numbers_are_rejected_rows(tmp_path):
     rows[3]["user_past_clicks"] = float("-inf")
     path = tmp_path / "part-00000.parquet"
     pq.write_table(pa.Table.from_pylist(rows), path)
-    batches = list(job.read_parquet_batches(str(path), batch_size=10))
+    batches = list(rawread.read_parquet_batches(str(path), batch_size=10))
     assert [r["example_id"] for b, _ in batches for r in b.to_pylist()] == ["e0", "e2"]
     rejects = [r for _, rs in batches for r in rs]
     assert [(r["line"], r["reason"], r["detail"]) for r in rejects] == [
@@ -140,16 +141,16 @@ def test_a_parquet_column_of_the_wrong_type_fails_naming_file_and_column(tmp_pat
     pq.write_table(pa.Table.from_pylist([good(i, **{column: value}) for i in range(3)]), path)
     with pytest.raises(ValueError, match=rf"part-00000.parquet: column\(s\) of the wrong type, "
                                          rf"not cast: '{column}' is "):
-        list(job.read_parquet_batches(str(path), batch_size=10))
+        list(rawread.read_parquet_batches(str(path), batch_size=10))
 
 
 def test_jsonl_reader_can_keep_the_fields_the_config_does_not_name(tmp_path):
     """For validation: unknown fields come back as JSON text, null where a record lacks one."""
     path = write_jsonl(tmp_path / "part-0.jsonl.gz", [line(good(0)), line(good(1, coupon=[1])),
                                                      line(good(2))])
-    (batch, _), = job.read_jsonl_batches(path, batch_size=10, keep_unknown=True)
+    (batch, _), = rawread.read_jsonl_batches(path, batch_size=10, keep_unknown=True)
     assert batch.column("coupon").to_pylist() == [None, "[1]", None]
-    (plain, _), = job.read_jsonl_batches(path, batch_size=10)
+    (plain, _), = rawread.read_jsonl_batches(path, batch_size=10)
     assert "coupon" not in plain.schema.names
 
 
@@ -158,7 +159,7 @@ def test_a_large_integer_in_a_float_column_is_read_not_refused(tmp_path):
     representable), failing the whole span; it is read as the nearest float32."""
     path = write_jsonl(tmp_path / "part-0.jsonl.gz", [line(good(0, price=893_210_187)),
                                                      line(good(1, price=2 ** 60))])
-    (batch, rejects), = job.read_jsonl_batches(path, batch_size=10)
+    (batch, rejects), = rawread.read_jsonl_batches(path, batch_size=10)
     assert not rejects
     assert batch.column("price").type == pa.float32()
     assert batch.column("price").to_pylist() == pytest.approx([893_210_187, 2.0 ** 60], rel=1e-7)
@@ -214,21 +215,21 @@ def test_a_user_config_sets_the_columns_types_and_label_of_the_reader(tmp_path):
     layout = job.RawLayout.of(fc.load(fc.PACKAGED_DIR / "example_user_logs.yaml"))
     row = {"event_id": "e1", "clicked": 1, "dwell_time": 2.5, "age": 30.0, "country": "DE",
            "device": "ios", "ad_id": "a9", "slot": 3, "tags": ["x", "y"], "query": "red shoes"}
-    assert job.check_record(row, layout) is None
-    assert job.check_record({**row, "tags": None, "age": None}, layout) is None
-    assert job.check_record({**row, "tags": "x"}, layout)[0] == "wrong_type"
-    assert job.check_record({**row, "tags": [1]}, layout)[0] == "wrong_type"
-    assert job.check_record({**row, "clicked": 2}, layout)[0] == "bad_value"
-    assert job.check_record({k: v for k, v in row.items() if k != "query"}, layout)[0] == \
+    assert rawformat.check_record(row, layout) is None
+    assert rawformat.check_record({**row, "tags": None, "age": None}, layout) is None
+    assert rawformat.check_record({**row, "tags": "x"}, layout)[0] == "wrong_type"
+    assert rawformat.check_record({**row, "tags": [1]}, layout)[0] == "wrong_type"
+    assert rawformat.check_record({**row, "clicked": 2}, layout)[0] == "bad_value"
+    assert rawformat.check_record({k: v for k, v in row.items() if k != "query"}, layout)[0] == \
         "missing_field"
     path = write_jsonl(tmp_path / "part-0.jsonl.gz",
                        [line(row), line({**row, "event_id": "e2", "tags": None}),
                         line({**row, "event_id": "e3", "slot": "3"})])
-    (batch, rejects), = job.read_jsonl_batches(path, 10, layout=layout)
+    (batch, rejects), = rawread.read_jsonl_batches(path, 10, layout=layout)
     assert batch.column("tags").to_pylist() == [["x", "y"], []]
     assert [r["reason"] for r in rejects] == ["wrong_type"] and rejects[0]["line"] == 3
     pq.write_table(pa.Table.from_batches([batch]), tmp_path / "part-0.parquet")
-    (pbatch, prejects), = job.read_parquet_batches(str(tmp_path / "part-0.parquet"), 10,
+    (pbatch, prejects), = rawread.read_parquet_batches(str(tmp_path / "part-0.parquet"), 10,
                                                    layout=layout)
     assert pbatch.to_pylist() == batch.to_pylist() and prejects == []
     model = job.to_model_batch(batch, job.arrow_schema(layout))
@@ -248,7 +249,7 @@ def test_a_corrupt_parquet_part_fails_naming_the_file(tmp_path):
         data[i] ^= 0xFF
     path.write_bytes(bytes(data))
     with pytest.raises(ValueError, match=r"part-00000.parquet: corrupt or unreadable Parquet") as e:
-        list(job.read_parquet_batches(str(path), batch_size=50))
+        list(rawread.read_parquet_batches(str(path), batch_size=50))
     assert kind_of(e.value) == BAD_DATA
 
 
