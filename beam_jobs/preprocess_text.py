@@ -28,7 +28,6 @@ import json
 import logging
 import re
 import time
-import unicodedata
 from pathlib import Path
 
 import apache_beam as beam
@@ -37,19 +36,18 @@ from apache_beam.options.pipeline_options import SetupOptions
 
 from beam_jobs import runner
 from beam_jobs.metrics import counters as beam_counters
-from retrain.common.spans import span_list, window
-from retrain.common import paths
+from retrain.common.spans import span_list
 from retrain.common.errors import refuse_one_class
-from retrain.common.record_limits import RecordLimits
 from components.text import rawdata
+# What a text is compared and trained on, and the window's parts: the family's, shared
+# with batch scoring (beam_jobs.score_text) and validation.
+from components.text.rawdata import normalize, window_files
 from components.text import task_config as T
 from components.text.formats import EVAL_DIR, SUMMARY_FILE, TRAIN_DIR
 
 log = logging.getLogger(__name__)
 
 NAMESPACE = "retrain.preprocess_text"
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b\ufeff]")
-_SPACE = re.compile(r"\s+")
 _NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
 
 
@@ -72,13 +70,6 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     return p.parse_known_args(argv)
 
 
-def normalize(text: str) -> str:
-    """What every copy of a text is compared and trained on."""
-    text = unicodedata.normalize("NFC", text)
-    text = _CONTROL.sub(" ", text)
-    return _SPACE.sub(" ", text).strip()
-
-
 def near_key(normalized: str) -> str:
     """Case, punctuation and spacing ignored: 'Love it!!' and 'love it' collide."""
     return _NON_WORD.sub(" ", normalized.casefold()).strip()
@@ -90,22 +81,6 @@ def text_hash_percent(key: str) -> int:
 
 def split_of(key: str, eval_percent: int) -> str:
     return EVAL_DIR if text_hash_percent(key) < eval_percent else TRAIN_DIR
-
-
-def window_files(raw_root: Path, span: dt.date, days: int, exclude=(),
-                 limits: RecordLimits | None = None) -> list[tuple[str, str]]:
-    """(span, part file) for every day of the window; a missing or unfinished day fails,
-    and a day `rawdata.span_parts` refuses (past `limits.max_parts_per_day`, a part that
-    is no regular file, a link out of the root) is bad data."""
-    files = []
-    for day in window(span, days, exclude):
-        day_dir = Path(paths.partition(raw_root, day))
-        try:
-            parts = rawdata.span_parts(day_dir, limits=limits or RecordLimits())
-        except FileNotFoundError as e:
-            raise type(e)(f"span {day} is not complete: {e}") from None
-        files += [(day.isoformat(), str(p)) for p in parts]
-    return files
 
 
 class ReadRecords(beam.DoFn):

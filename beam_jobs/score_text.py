@@ -25,8 +25,8 @@ from apache_beam.options.pipeline_options import SetupOptions
 
 from beam_jobs import runner
 from beam_jobs.metrics import counters as beam_counters
-from beam_jobs.preprocess_text import normalize, window_files
 from components.text import rawdata
+from components.text.rawdata import normalize, window_files
 from components.text import task_config as T
 
 log = logging.getLogger(__name__)

@@ -87,10 +87,10 @@ def read_input(path: str | Path):
     p = Path(path)
     if p.is_dir():
         files = sorted(f for f in p.rglob("*") if f.is_file()
-                       and f.name.endswith(rawdata.JSONL_SUFFIXES + rawdata.PARQUET_SUFFIXES)
+                       and f.name.endswith(rawdata.PART_SUFFIXES)
                        and not any(part.startswith((".", "_")) for part in f.relative_to(p).parts))
         if not files:
-            raise FileNotFoundError(f"no .jsonl[.gz] or .parquet files under {p}")
+            raise FileNotFoundError(f"no {'/'.join(rawdata.PART_SUFFIXES)} files under {p}")
     elif p.is_file():
         files = [p]
     else:

@@ -1,21 +1,26 @@
 """Read the user's raw text partitions as the config describes them.
 
 A span is a folder `dt=YYYY-MM-DD/` of `part-*` files: Parquet, JSONL or gzip JSONL (one
-object per line), finished by a `_SUCCESS` marker. Validation, preprocessing and the quality
-command all read through here, so they see the same rows, and every row becomes the same
-canonical record: `example_id`, `text` (the column or the template), and one label name per
-task (None when the row has no label for it).
+object per line; the suffixes are `PART_SUFFIXES`, the family's one list), finished by a
+`_SUCCESS` marker. Validation, preprocessing, batch scoring, the loader, `retrain config
+suggest` and the quality command all read through here, so they see the same parts and
+rows, and every row becomes the same canonical record: `example_id`, `text` (the column or
+the template), and one label name per task (None when the row has no label for it);
+`normalize` is what every copy of a text is compared and trained on.
 """
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import json
 import re
+import unicodedata
 from pathlib import Path
 
-from retrain.common import rawfiles
+from retrain.common import paths, rawfiles
 from retrain.common.errors import BadData
 from retrain.common.record_limits import RecordLimits, mend_surrogates, parquet_bytes
+from retrain.common.spans import window
 from components.text.task_config import TextConfig
 
 PARQUET_SUFFIXES = (".parquet", ".pq", ".parquet.brotli")
@@ -27,10 +32,21 @@ SUCCESS_MARKER = "_SUCCESS"
 # preprocessing drops them.
 BAD_CHARS_REGEX = r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffd]"
 _BAD_CHARS = re.compile(BAD_CHARS_REGEX)
+# What normalization removes: control characters, zero-width space, byte-order mark.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b\ufeff]")
+_SPACE = re.compile(r"\s+")
 
 
 def badly_encoded(text: str | None) -> bool:
     return bool(text) and _BAD_CHARS.search(text) is not None
+
+
+def normalize(text: str) -> str:
+    """What every copy of a text is compared and trained on (Unicode NFC, control
+    characters removed, whitespace collapsed): preprocessing and batch scoring alike."""
+    text = unicodedata.normalize("NFC", text)
+    text = _CONTROL.sub(" ", text)
+    return _SPACE.sub(" ", text).strip()
 
 
 def span_parts(span_dir: str | Path, require_marker: bool = True,
@@ -45,8 +61,25 @@ def span_parts(span_dir: str | Path, require_marker: bool = True,
     if require_marker and not (span_dir / SUCCESS_MARKER).exists():
         raise FileNotFoundError(f"span {span_dir} has no {SUCCESS_MARKER} marker: refusing to "
                                 "read a partial span")
-    return rawfiles.list_parts(span_dir, PARQUET_SUFFIXES + JSONL_SUFFIXES, span_dir.parent,
+    return rawfiles.list_parts(span_dir, PART_SUFFIXES, span_dir.parent,
                                max_parts=limits.max_parts_per_day)
+
+
+def window_files(raw_root: Path, span: dt.date, days: int, exclude=(),
+                 limits: RecordLimits | None = None) -> list[tuple[str, str]]:
+    """(span, part file) for every day of the window; a missing or unfinished day fails,
+    and a day `span_parts` refuses (past `limits.max_parts_per_day`, a part that is no
+    regular file, a link out of the root) is bad data. What preprocessing and batch
+    scoring read."""
+    files = []
+    for day in window(span, days, exclude):
+        day_dir = Path(paths.partition(raw_root, day))
+        try:
+            parts = span_parts(day_dir, limits=limits or RecordLimits())
+        except FileNotFoundError as e:
+            raise type(e)(f"span {day} is not complete: {e}") from None
+        files += [(day.isoformat(), str(p)) for p in parts]
+    return files
 
 
 def read_rows(part: str | Path, limits: RecordLimits = RecordLimits()) -> list[dict]:
