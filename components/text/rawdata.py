@@ -2,11 +2,12 @@
 
 A span is a folder `dt=YYYY-MM-DD/` of `part-*` files: Parquet, JSONL or gzip JSONL (one
 object per line; the suffixes are `PART_SUFFIXES`, the family's one list), finished by a
-`_SUCCESS` marker. Validation, preprocessing, batch scoring, the loader, `retrain config
-suggest` and the quality command all read through here, so they see the same parts and
-rows, and every row becomes the same canonical record: `example_id`, `text` (the column or
-the template), and one label name per task (None when the row has no label for it);
-`normalize` is what every copy of a text is compared and trained on.
+`_SUCCESS` marker (`retrain config suggest` takes the list from here too). Validation,
+preprocessing, batch scoring, the loader and the quality command all read through here, so
+they see the same parts and rows, and every row becomes the same canonical record:
+`example_id`, `text` (the column or the template), and one label name per task (None when
+the row has no label for it); `normalize` is what every copy of a text is compared and
+trained on.
 """
 from __future__ import annotations
 
