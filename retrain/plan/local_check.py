@@ -114,10 +114,10 @@ def check(sizes: tuple[int, ...] = (100_000, 400_000), window_days: int = 3,
     step at two sizes here, `repeats` times each (interleaved), predict each from the
     plan's model with this machine's cores, and compare with the fastest run: other jobs
     on a shared machine only ever add time."""
-    from components.ctr import feature_config
+    from components.ctr import plan_facts
     work = keep or Path(tempfile.mkdtemp(prefix="retrain-plan-check-"))
     work.mkdir(parents=True, exist_ok=True)
-    cfg = feature_config.default()
+    cfg = plan_facts.default_feature_config()
     started, load_before = time.time(), os.getloadavg()
     points, cmds, fig, model = {}, {}, None, None
     ok = False

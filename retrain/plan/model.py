@@ -1,6 +1,7 @@
 """The plan itself: each step's work and rate, the fewest machines per stage, and the ps count.
 
-Pure arithmetic over the figures and tables; components.ctr is imported inside `plan`.
+Pure arithmetic over the figures and tables; what it knows of the CTR steps comes
+through `components.ctr.plan_facts`, imported inside the functions.
 """
 from __future__ import annotations
 
@@ -107,16 +108,14 @@ class Plan:
 
 def _steps(spec: PlanSpec, fig: Figures, fcfg, default_cfg) -> tuple[dict[str, Step], dict]:
     """The work of each step and the rate one machine of its role does it at."""
-    from components.ctr import ps_train
-    from components.ctr.train_export import EXPORT_SAMPLE_ROWS
-    from components.ctr.preprocess import PreprocessSpec
-    eval_pct = PreprocessSpec.eval_percent if spec.eval_percent is None else spec.eval_percent
-    val_pct = (ps_train.PsTrainSpec.validation_percent if spec.validation_percent is None
+    from components.ctr import plan_facts
+    step = plan_facts.defaults()
+    eval_pct = step.eval_percent if spec.eval_percent is None else spec.eval_percent
+    val_pct = (step.validation_percent if spec.validation_percent is None
                else spec.validation_percent)
     window_rows = round(spec.rows_per_day * spec.window_days)
     train_rows = window_rows * (100 - eval_pct) / 100 * (100 - val_pct) / 100
-    budget = ps_train.PsTrainSpec(preprocess_dir="", out_dir="", epochs=spec.epochs)
-    examples, steps = ps_train.train_budget(budget, max(1, round(train_rows)))
+    examples, steps = plan_facts.train_budget(max(1, round(train_rows)), spec.epochs)
     n_fields = len(fcfg.features) + len(fcfg.crosses)
     base = len(default_cfg.features) + len(default_cfg.crosses)
     factor = n_fields / base
@@ -140,7 +139,7 @@ def _steps(spec: PlanSpec, fig: Figures, fcfg, default_cfg) -> tuple[dict[str, S
             [Part("training examples (the budget)", examples, fig.train_rate.value,
                   "train_rate", "", True)]
             + ([Part("export's bounded sample of eval rows (coordinator)",
-                     min(EXPORT_SAMPLE_ROWS, spec.rows_per_day * eval_pct / 100),
+                     min(step.export_sample_rows, spec.rows_per_day * eval_pct / 100),
                      fig.score_rate.value, "score_rate", "", False)]
                if spec.export else []))),
         "evaluate": Step("evaluate", fig.evaluate_startup.value, "evaluate_startup", (
@@ -154,19 +153,20 @@ def _steps(spec: PlanSpec, fig: Figures, fcfg, default_cfg) -> tuple[dict[str, S
             "window_rows": window_rows, "eval_percent": eval_pct,
             "validation_percent": val_pct, "train_rows": round(train_rows),
             "train_examples": examples, "train_steps": steps,
-            "batch_size": budget.batch_size, "steps_per_execution": budget.steps_per_execution,
+            "batch_size": step.batch_size, "steps_per_execution": step.steps_per_execution,
             "epochs": spec.epochs, "feature_factor": round(factor, 3)}
     return out, data
 
 
 def plan(spec: PlanSpec, bench: Path = BENCH_DIR) -> Plan:
     """The machines one experiment needs, each figure with its source."""
-    from components.ctr import feature_config, ps_train
+    from components.ctr import plan_facts
     _check_spec(spec)
-    optimizer = spec.optimizer or ps_train.PsTrainSpec.optimizer
+    step = plan_facts.defaults()
+    optimizer = spec.optimizer or step.optimizer
     fig = load_figures(spec.window_days, optimizer, spec.rows_per_day * spec.window_days, bench)
-    fcfg = feature_config.load_for(spec.feature_config)
-    default_cfg = feature_config.default()
+    fcfg = plan_facts.feature_config(spec.feature_config)
+    default_cfg = plan_facts.default_feature_config()
     tables, dense, slots = model_tables(spec, fcfg)
     steps, data = _steps(spec, fig, fcfg, default_cfg)
     deadline = spec.deadline_hours * 3600
@@ -183,7 +183,7 @@ def plan(spec: PlanSpec, bench: Path = BENCH_DIR) -> Plan:
 
     # Parameter servers: memory (largest shards + slots) and network (lookups of all workers).
     ps_m = spec.machine("ps")
-    min_shard = ps_train.PsTrainSpec.min_shard_bytes
+    min_shard = step.min_shard_bytes
     usable_mb = ps_m.memory_gb * 1024 * USABLE_MEMORY
 
     def need_mb(n: int) -> float:

@@ -1,6 +1,7 @@
 """The embedding tables and dense parameters the trainer builds, and what one ps holds of them.
 
-Shapes come from components.ctr.ps_train itself (imported lazily: it is heavy).
+Shapes come from the trainer itself, through the plan's one interface to the steps
+(`components.ctr.plan_facts`; it imports the trainer lazily: it is heavy).
 """
 from __future__ import annotations
 
@@ -20,18 +21,15 @@ class Table:
 
 
 def model_tables(spec: PlanSpec, fcfg) -> tuple[list[Table], int, int]:
-    """(tables, dense parameters, optimizer slots) as components.ctr.ps_train builds the
-    network for this feature config and these overrides, tables scaled by sparse_scale."""
-    from components.ctr import ps_train
+    """(tables, dense parameters, optimizer slots) as the CTR trainer builds the network
+    for this feature config and these overrides, tables scaled by sparse_scale."""
+    from components.ctr import plan_facts
     deep = list(fcfg.model.deep_fields)
     deep += [k for k in spec.embedding_dims if k not in deep]
-    train = ps_train.PsTrainSpec(
-        preprocess_dir="", out_dir="", table_rows=dict(spec.table_rows),
-        embedding_dims=dict(spec.embedding_dims), deep_fields=deep,
-        embedding_dim=spec.embedding_dim or ps_train.PsTrainSpec.embedding_dim,
-        optimizer=spec.optimizer or ps_train.PsTrainSpec.optimizer)
-    try:
-        cfg = ps_train._config(train, fcfg)   # the trainer's own shapes and checks
+    optimizer = spec.optimizer or plan_facts.defaults().optimizer
+    try:   # the trainer's own shapes and checks
+        cfg = plan_facts.network_shapes(fcfg, spec.table_rows, spec.embedding_dims, deep,
+                                        spec.embedding_dim, optimizer)
     except KeyError as e:
         raise PlanError(str(e).strip("'\"")) from None
     tables = []
@@ -51,7 +49,7 @@ def model_tables(spec: PlanSpec, fcfg) -> tuple[list[Table], int, int]:
     for units in cfg["hidden"]:
         dense, width = dense + width * units + units, units
     dense += width if cfg["hidden"] else 0
-    return tables, dense, SLOTS[train.optimizer]
+    return tables, dense, SLOTS[optimizer]
 
 
 def shards(table: Table, num_ps: int, min_shard_bytes: int) -> int:
