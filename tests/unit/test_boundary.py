@@ -62,6 +62,16 @@ def test_the_tree_keeps_every_import_contract_and_passes_ruff():
      "The shared contracts import neither side nor Airflow"),
     ("components.text.stages", "import numpy",
      "What a family descriptor names for Airflow's side stays light"),
+    # a step other than the launcher reaching into a job for its reader (issue 47.1)
+    ("components.ctr.rawdata", "from beam_jobs.preprocess_ctr import read_batches",
+     "Only the step that launches a Beam job imports it"),
+    # a launcher reaching into another job than the one it launches
+    ("components.ctr.validate", "from beam_jobs.preprocess_ctr import window_files",
+     "Only the step that launches a Beam job imports it"),
+    ("beam_jobs.score_text", "from beam_jobs.preprocess_text import normalize",
+     "Beam jobs never import one another"),
+    ("retrain.plan.tables", "from components.ctr import ps_train",
+     "The capacity plan knows the steps only through components.ctr.plan_facts"),
 ])
 def test_a_planted_import_breaks_its_contract(tmp_path, module, line, contract):
     tree = _copy_tree(tmp_path)
