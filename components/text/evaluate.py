@@ -495,6 +495,11 @@ def run(spec: TextEvaluateSpec) -> dict:
                       extra_rules=task_rules(cfg, candidate, baseline,
                                              classical if beat_classical else None),
                       notes=notes)
+    # The evidence minimums were applied per task (evidence_rules), not by the shared
+    # gate's row-count rule: record them as applied, never the shared rule's unused 0.
+    decision.thresholds.update(min_eval_rows=g.min_eval_rows,
+                               min_eval_positives=g.min_eval_positives,
+                               evidence_applied_per="task")
 
     out_dir = Path(spec.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -109,6 +109,10 @@ def test_user_tickets_train_validate_publish_and_rerun(airflow_home, tickets, ca
     pre = json.loads((run_dir / "preprocess" / "summary.json").read_text())
     assert report["classical_baseline"]["train_rows"] == pre["rows_train"] > 0
     assert rules["min_eval_rows[queue]"]["observed"] == queue["n"] >= 60
+    # The minimums are recorded as applied (per task), the same limit the rule used.
+    applied = report["decision"]["thresholds"]
+    assert applied["min_eval_rows"] == rules["min_eval_rows[queue]"]["limit"] > 0
+    assert applied["evidence_applied_per"] == "task"
     validation = json.loads((run_dir / "validation" / "validation.json").read_text())
     assert validation["gate"] == "passed" and validation["rows"] == 160
     # The text family's HTML report, next to eval.json: the task, its confusion matrix,
