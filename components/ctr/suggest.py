@@ -6,13 +6,21 @@ Why a module of the family: which kinds, transforms and thresholds exist is
 `feature_config`'s contract, so the suggester lives beside it and its output is checked
 with `feature_config.load` (by the command) before it is written. The profile comes from
 `retrain.config_suggest.profile` (duck-typed here: this module imports nothing of it).
-Stdlib only.
+
+The bounds must hold on every day read, judged as validation judges them: the label
+rate with `validation_rules.label_rate_off` (a day too small to tell is not judged), so a
+quiet feed's one-row days neither fail the config nor widen its bounds to [0, 1]. A
+column read as the event time (`Column.event_time`) is declared, never a feature; a
+column whose name cannot be a feature's is declared too. Stdlib only.
 """
 from __future__ import annotations
 
 import math
 
-from components.ctr.feature_config import THRESHOLDS, load  # noqa: F401  (the loader)
+from components.ctr.feature_config import _NAME, THRESHOLDS, load  # noqa: F401  (the loader)
+from components.ctr.rawformat import PARQUET_SUFFIXES, PART_SUFFIXES  # noqa: F401  (read by
+# retrain.config_suggest: the parts a CTR day may hold)
+from components.ctr.validation_rules import label_rate_off
 
 LABEL_NAMES = ("clicked", "click", "clicks", "label", "liked", "converted", "conversion",
                "purchased", "target", "y")
@@ -21,6 +29,7 @@ HASH_CAP = 1 << 22        # largest suggested hash table
 FEW_INTS = 50             # distinct integers up to which an int column is categorical
 ALLOWED_MAX = 20          # distinct values up to which allowed_values are written
 _ARROW = {"str": "string", "int": "int64", "float": "double"}
+FIT_ROWS = 100            # days from which the label rate bounds start (then widened)
 
 
 def _n(x) -> str:
@@ -52,6 +61,11 @@ def _binary(col) -> bool:
         and 0 < len(col.values) <= 2 and set(col.values) <= {0, 1}
 
 
+def _named(col) -> bool:
+    """Whether the column's name can be a feature's, the label's or the id's."""
+    return isinstance(col.name, str) and bool(_NAME.match(col.name))
+
+
 def claim(prof) -> str | None:
     """Why the data looks like click logs (a 0/1 column), or None."""
     labels = [c for c in prof.columns.values() if _binary(c)]
@@ -63,8 +77,11 @@ def _label(prof, given: str | None) -> str:
         if not _binary(prof.columns[given]):
             raise ValueError(f"--label {given}: the label must hold only 0 and 1 (integers) "
                              "in every row read")
+        if not _named(prof.columns[given]):
+            raise ValueError(f"--label: a CTR label's column name must match "
+                             f"{_NAME.pattern}: rename the column upstream")
         return given
-    labels = [c.name for c in prof.columns.values() if _binary(c)]
+    labels = [c.name for c in prof.columns.values() if _binary(c) and _named(c)]
     if not labels:
         raise ValueError(f"no column under {prof.raw_root} holds only 0 and 1: a CTR config "
                          "needs a 0/1 label (give --label, or --family text)")
@@ -90,7 +107,8 @@ def _id(prof, given: str | None, label: str):
             raise ValueError(f"--id {given}: the id must be unique and never null over the "
                              "days read")
         return given, "--id"
-    ids = [c for c in prof.columns.values() if c.name != label and _unique(c)]
+    ids = [c for c in prof.columns.values() if c.name != label and _unique(c) and _named(c)
+           and not c.event_time]
     ids.sort(key=lambda c: (not _id_like(c), c.kind != "str"))
     return (ids[0].name, "unique over the days read") if ids else (None, "")
 
@@ -155,7 +173,21 @@ def _features(prof, label: str, id_col: str | None, notes: list):
         if col.name in (label, id_col):
             continue
         k = col.kind
-        if k == "null":
+        if col.event_time or not _named(col):
+            why = (f"the event time ({col.event_time}): never a feature (a CTR config has "
+                   "no event-time setting; it is declared so validation expects it)"
+                   if col.event_time else f"its name is not a feature name ({_NAME.pattern})"
+                   "; declared so validation expects it (rename it upstream to use it)")
+            if k in ("str", "int", "float"):
+                extra[col.name] = (k, why)
+                if not col.event_time:
+                    notes.append(f"column {col.name!r}: {why}")
+            else:
+                notes.append(f"column {col.name!r} ({k} values) is {why.split(':')[0]}, and "
+                             "a CTR config declares only str, int and float columns: "
+                             "validation's schema rule will name it until it is written as "
+                             "epoch seconds (int) or ISO text")
+        elif k == "null":
             extra[col.name] = ("float", "always null in the days read")
         elif _unique(col):
             extra[col.name] = (k, "unique per row: no signal as a feature")
@@ -211,14 +243,28 @@ def _check_types(prof, columns: dict, notes: list) -> None:
 
 
 def _rate_bounds(prof, label: str):
-    rates = [(d.name, dc.values.get(1, 0) / dc.rows) for d, (_, dc) in
+    """min/max_label_rate: half the lowest and 1.5x the highest rate of the days of at
+    least FIT_ROWS rows (all days if none has), then widened the same way for any other
+    day whose rate validation would judge outside them (`label_rate_off`), so the config
+    passes every day read and a handful of rows never sets the bounds."""
+    rates = [(d.name, d.rows, dc.values.get(1, 0) / dc.rows) for d, (_, dc) in
              zip(prof.days, prof.day_values(label)) if dc.rows and dc.values is not None]
-    (lo_day, lo), (hi_day, hi) = min(rates, key=lambda r: r[1]), max(rates, key=lambda r: r[1])
-    return {"min_label_rate": (_down(lo / 2), f"lowest day read: {_pct(lo)} positive "
-                                              f"({lo_day}); half of it"),
-            "max_label_rate": (max(_up(min(1.0, hi * 1.5)), _down(lo / 2)),
-                               f"highest day read: {_pct(hi)} positive ({hi_day}); "
-                               "1.5x it")}
+    fit = [r for r in rates if r[1] >= FIT_ROWS] or rates
+    (lo_day, _, lo), (hi_day, _, hi) = min(fit, key=lambda r: r[2]), max(fit, key=lambda r: r[2])
+    low, high = _down(lo / 2), max(_up(min(1.0, hi * 1.5)), _down(lo / 2))
+    for name, rows, rate in sorted(rates, key=lambda r: r[2]):
+        if label_rate_off(rows, rate, low, high) and rate < low:
+            (lo_day, lo), low = (name, rate), _down(rate / 2)
+    for name, rows, rate in sorted(rates, key=lambda r: -r[2]):
+        if label_rate_off(rows, rate, low, high) and rate > high:
+            (hi_day, hi), high = (name, rate), _up(min(1.0, rate * 1.5))
+    small = len(rates) - len(fit)
+    judged = (f" (days of at least {FIT_ROWS} rows; {small} smaller day(s) within them "
+              "as validation judges a small day's rate)") if small else ""
+    return {"min_label_rate": (low, f"lowest day read: {_pct(lo)} positive ({lo_day}); "
+                                    f"half of it{judged}"),
+            "max_label_rate": (high, f"highest day read: {_pct(hi)} positive ({hi_day}); "
+                                     f"1.5x it{judged}")}
 
 
 def _thresholds(prof, label: str, id_col: str | None, numeric: list) -> dict:

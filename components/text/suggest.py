@@ -6,13 +6,16 @@ came from.
 Why a module of the family: which keys and bounds exist is `task_config`'s contract, so
 the suggester lives beside it and its output is checked with `task_config.load` (by the
 command) before it is written. The profile comes from `retrain.config_suggest.profile`
-(duck-typed here). Stdlib only.
+(duck-typed here). A column read as the rows' event time (`Column.event_time`) is never
+the text, a task or the id. Stdlib only.
 """
 from __future__ import annotations
 
 import math
 import re
 
+from components.text.rawdata import PARQUET_SUFFIXES, PART_SUFFIXES  # noqa: F401  (read by
+# retrain.config_suggest: the parts a text day may hold, .ndjson and .pq included)
 from components.text.task_config import RESERVED, load  # noqa: F401  (the loader)
 
 MIN_TEXT_CHARS = 30       # mean length from which a string column reads as free text
@@ -36,11 +39,12 @@ def _labels(col) -> list[str]:
 
 
 def _is_task(col) -> bool:
-    return col.kind == "str" and col.values is not None and 2 <= len(_labels(col)) <= MAX_LABELS
+    return col.kind == "str" and col.values is not None and not col.event_time \
+        and 2 <= len(_labels(col)) <= MAX_LABELS
 
 
 def _is_text(col) -> bool:
-    return col.kind == "str" and col.mean_chars >= MIN_TEXT_CHARS \
+    return col.kind == "str" and not col.event_time and col.mean_chars >= MIN_TEXT_CHARS \
         and col.spaced >= 0.5 * (col.count - col.nulls)
 
 
@@ -69,7 +73,7 @@ def _id(prof, given: str | None, skip: set):
                              "days read")
         return given, "--id"
     ids = [c for c in prof.columns.values() if c.name not in skip and c.unique
-           and not c.nulls and ((c.kind == "str" and not c.spaced) or c.kind == "int")]
+           and not c.nulls and not c.event_time and ((c.kind == "str" and not c.spaced) or c.kind == "int")]
     ids.sort(key=lambda c: (not c.name.lower().endswith("id"), c.kind != "str"))
     return (ids[0].name, "unique over the days read") if ids else (None, "")
 
@@ -85,8 +89,8 @@ def _validation(prof, text: str, tasks: list[str]) -> dict:
     days = [d for d in prof.days if d.rows]
     small, large = min(days, key=lambda d: d.rows), max(days, key=lambda d: d.rows)
     col = prof.columns[text]
-    medians = [(name, sorted(dc.lengths)[len(dc.lengths) // 2])
-               for name, dc in prof.day_values(text) if dc.lengths]
+    medians = [(name, dc.median_chars) for name, dc in prof.day_values(text)
+               if dc.median_chars is not None]
     lo_med, hi_med = min(medians, key=lambda m: m[1]), max(medians, key=lambda m: m[1])
     short = 0 if col.nulls else col.min_chars or 0
     out = {"min_rows": (small.rows // 2, f"smallest day read: {_n(small.rows)} rows "
@@ -137,7 +141,7 @@ def suggest(prof, *, label=None, text=None, id_column=None) -> tuple[dict, list[
         why_text = "--text"
     else:
         texts = sorted((c for c in cols.values() if c.kind == "str" and c.name != id_column
-                        and c.name != label), key=lambda c: -c.mean_chars)
+                        and c.name != label and not c.event_time), key=lambda c: -c.mean_chars)
         if not texts:
             raise ValueError(f"no string column under {prof.raw_root} to read as the text "
                              "(give --text, or --family ctr)")

@@ -3,6 +3,7 @@ family's own loader and passes that family's validation on the days it was fitte
 ids are named only when unique; errors name the folder or rule, never a value."""
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import json
 
@@ -184,8 +185,8 @@ def test_help_lists_the_options(capsys):
         cli.main(["config", "suggest", "--help"])
     assert e.value.code == 0
     out = capsys.readouterr().out
-    for flag in ("--raw-root", "--family", "--days", "--out", "--force", "--label", "--text",
-                 "--id"):
+    for flag in ("--raw-root", "--family", "--window-days", "--days", "--out", "--force",
+                 "--label", "--text", "--id"):
         assert flag in out
 
 
@@ -195,3 +196,137 @@ def test_yaml_scalars_that_read_as_other_types_are_quoted():
     assert cs.scalar(0.0001) == "0.0001" and cs.scalar(2.0) == "2.0"
     doc = {"labels": (["no", "yes"], "a comment"), "#c": "a line"}
     assert yaml.safe_load("\n".join(cs.render(doc))) == {"labels": ["no", "yes"]}
+
+
+# ------------------------------------------------------------------ issues 46 and 47
+
+def test_an_ndjson_text_folder_is_read_with_the_text_familys_own_suffixes(tmp_path, capsys):
+    """The suffixes come from components.text.rawdata.PART_SUFFIXES (issue 47): a folder
+    of .ndjson and .ndjson.gz parts is profiled, and its config passes text validation."""
+    from components.text import rawdata
+    from components.text.validate import TextValidateSpec, run as validate
+
+    raw = tmp_path / "raw"
+    _write_tickets(raw)
+    for k, part in enumerate(sorted(raw.glob("dt=*/part-00000.jsonl"))):
+        if k % 2:
+            part.rename(part.with_suffix(".ndjson"))
+        else:
+            with gzip.open(part.parent / "part-00000.ndjson.gz", "wt") as fh:
+                fh.write(part.read_text())
+            part.unlink()
+    assert set(rawdata.PART_SUFFIXES) <= set(cs.part_suffixes())
+    out = tmp_path / "text.yaml"
+    assert _suggest("--raw-root", str(raw), "--out", str(out)) == 0
+    assert "read 3 day(s), dt=2026-12-01 .. dt=2026-12-03 (600 rows)" in \
+        capsys.readouterr().err
+    result = validate(TextValidateSpec(span_dir=str(raw / "dt=2026-12-03"),
+                                       out_dir=str(tmp_path / "validation"),
+                                       text_config=str(out)))
+    assert result["gate"] == "passed"
+    # the CTR family reads no .ndjson part: said, naming the file, not suggested from it
+    assert _suggest("--raw-root", str(raw), "--family", "ctr") == 2
+    err = capsys.readouterr().err
+    assert "part-00000.ndjson" in err and "the ctr family reads parts ending in" in err
+
+
+def test_the_window_read_and_its_warnings(ctr_days, capsys):
+    """Default: every delivered day up to the longest window a run may ask for, with a
+    warning when fewer are delivered; --window-days N (alias --days) the newest N, with a
+    warning naming the older days left unread."""
+    text, _, notes = cs.suggest(str(ctr_days))
+    assert notes[0] == ("read 3 day(s), dt=2026-12-01 .. dt=2026-12-03 (4,500 rows), of a "
+                        "60-day window")
+    assert notes[1].startswith("WARNING: only 3 of the 60 days asked for are delivered")
+    assert "# WARNING: only 3 of the 60 days" in text
+    text, _, notes = cs.suggest(str(ctr_days), days=2)
+    assert notes[0].startswith("read 2 day(s), dt=2026-12-02 .. dt=2026-12-03")
+    assert notes[1].startswith("WARNING: 1 older delivered day(s) before dt=2026-12-02 were "
+                               "not read")
+    assert _suggest("--raw-root", str(ctr_days), "--days", "0") == 2
+    assert "--window-days must be at least 1" in capsys.readouterr().err
+
+
+def test_the_default_window_follows_the_deployments_longest(ctr_days, monkeypatch):
+    monkeypatch.setenv("RETRAIN_MAX_WINDOW_DAYS", "2")
+    assert cs.default_window() == 2
+    _, _, notes = cs.suggest(str(ctr_days))
+    assert notes[0].endswith("of a 2-day window") and "1 older" in notes[1]
+
+
+def test_days_are_closed_as_read_so_memory_stays_flat(tmp_path):
+    """Per-day samples and text hashes are dropped when the day is done; what the
+    suggesters need of them (a day's median length, its duplicate count) stays."""
+    _write_tickets(tmp_path / "raw")
+    prof = cs.profile(tmp_path / "raw", 3)
+    body = [dc for _, dc in prof.day_values("body")]
+    assert all(dc.lengths == [] and dc.text_hashes == set() for dc in body)
+    assert all(dc.median_chars and dc.median_chars > 0 for dc in body)
+
+
+def _write_days(root, rows_of_day, days=3):
+    """Parquet days 2026-12-01.. whose rows come from rows_of_day(k, day start epoch)."""
+    for k in range(days):
+        day = dt.date(2026, 12, 1) + dt.timedelta(days=k)
+        start = int(dt.datetime(day.year, day.month, day.day,
+                                tzinfo=dt.timezone.utc).timestamp())
+        folder = root / f"dt={day}"
+        folder.mkdir(parents=True)
+        pq.write_table(pa.Table.from_pylist(rows_of_day(k, start)),
+                       folder / "part-00000.parquet")
+        (folder / "_SUCCESS").write_text("")
+
+
+def test_the_event_time_is_recognised_and_never_a_feature(tmp_path):
+    """By type (a Parquet timestamp), by name over epoch numbers (ts, in milliseconds),
+    by values alone (epoch seconds on their partition's day, under a plain name) and ISO
+    text; an id whose numbers look like epochs is still the id."""
+    def rows(k, start):
+        return [{"clicked": int(i % 7 == 0), "ts": (start + 60 * i) * 1000,
+                 "seen": start + 37 * i, "when": f"2026-12-0{k + 1}T10:{i % 60:02d}:00Z",
+                 "logged": dt.datetime.fromtimestamp(start + i, dt.timezone.utc),
+                 "order_id": 1_700_000_000 + k * 1000 + i, "device": ["ios", "web"][i % 2],
+                 "price": float(i % 13)} for i in range(200)]
+    _write_days(tmp_path / "raw", rows)
+    prof = cs.profile(tmp_path / "raw", 3)
+    assert set(prof.event_times) == {"ts", "seen", "when", "logged"}
+    assert prof.event_times["logged"] == "a date/time type"
+    assert prof.event_times["ts"] == "epoch milliseconds, each on the day of its partition"
+    assert prof.event_times["when"] == "ISO dates/times"
+    text, _, notes = cs.suggest(str(tmp_path / "raw"))
+    cfg = fc.loads(text)
+    assert {f.name for f in cfg.features} == {"device", "price"}
+    assert cfg.example_id == "order_id"
+    assert dict(cfg.validation.extra_columns) == {"ts": "int", "seen": "int", "when": "str"}
+    for name in ("ts", "seen", "when", "logged"):
+        assert any(n.startswith(f"column {name!r} reads as the event time") for n in notes)
+        assert f"# Event time: column {name!r} reads as the event time" in text
+    assert any(n.startswith("column 'logged' (datetime values) is the event time") and
+               "epoch seconds (int) or ISO text" in n for n in notes)
+
+
+def test_a_time_named_column_of_other_numbers_is_a_feature(tmp_path):
+    """A name alone is not enough: 'hour_of_day' (0-23, no order) and 'day' counts stay
+    features; 'time_spent' (seconds, not an epoch, not ordered) too."""
+    def rows(k, start):
+        return [{"clicked": int(i % 5 == 0), "hour_of_day": (i * 7) % 24,
+                 "time_spent": float((i * 13) % 300), "device": ["ios", "web"][i % 2]}
+                for i in range(200)]
+    _write_days(tmp_path / "raw", rows)
+    prof = cs.profile(tmp_path / "raw", 3)
+    assert prof.event_times == {}
+
+
+def test_columns_whose_names_cannot_be_features_are_declared(tmp_path):
+    def rows(k, start):
+        return [{"clicked": int(i % 5 == 0), "hours-per-week": 20 + i % 40,
+                 "native country": ["a", "b"][i % 2], "device": ["ios", "web"][i % 2]}
+                for i in range(200)]
+    _write_days(tmp_path / "raw", rows)
+    text, _, notes = cs.suggest(str(tmp_path / "raw"))
+    cfg = fc.loads(text)
+    assert {f.name for f in cfg.features} == {"device"}
+    assert dict(cfg.validation.extra_columns) == {"hours-per-week": "int",
+                                                  "native country": "str"}
+    assert any(n.startswith("column 'hours-per-week': its name is not a feature name")
+               for n in notes)
