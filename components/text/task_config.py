@@ -17,10 +17,14 @@ with its place (`tasks.sentiment.labels: ...`), as the CTR feature config does.
         labels: [no, yes]
         thresholds: [2]
 
-Stdlib + PyYAML only (parsed in the steps; the DAG only passes the path on). Errors name,
-never echo (rule 22): the file, the key and its place, the rule; a value only if it is a
-number out of bounds or a short word where a name or a choice goes; a syntax error only
-its line and column (`retrain.common.run_inputs`).
+The file's shape is a pydantic model (`TextConfigFile`; its JSON schema is in the manual,
+docs/reference/text-config.schema.json); the runtime objects are the dataclasses below,
+whose settings sections (`Validation`, `Gate`) are pydantic dataclasses, checked again on
+`dataclasses.replace`. Stdlib + PyYAML + pydantic (parsed in the steps; the DAG only passes
+the path on). Errors name, never echo (rule 22): the file, the key and its place, the rule
+and the expected type (`components.config_errors`); a value only if it is a number out of
+bounds or a short word where a name or a choice goes; a syntax error only its line and
+column (`retrain.common.run_inputs`).
 """
 from __future__ import annotations
 
@@ -32,12 +36,16 @@ import math
 import re
 import string
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
+import pydantic
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
+                      ValidationInfo, field_validator)
+
+from components.config_errors import dotted, problems, rule
 from retrain.common.errors import ConfigError
 from retrain.common.record_limits import DEFAULT_MAX_PARTS_PER_DAY, RecordLimits
-from retrain.common.run_inputs import (key_text, number_text, read_config_file, what,
-                                          word_text, words_text)
+from retrain.common.run_inputs import read_config_file, what, word_text, words_text
 
 PACKAGED_DIR = Path(__file__).resolve().parent / "configs"
 DEFAULT_CONFIG = PACKAGED_DIR / "reviews.yaml"
@@ -47,50 +55,70 @@ CLASS_WEIGHTING = ("balanced", "sqrt", "none")
 # Names the preprocessed records use for their own fields: a task may not take them.
 RESERVED = ("example_id", "text", "span", "split")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-_TOP_KEYS = {"example_id", "text", "text_template", "tasks", "checkpoint", "max_seq_length",
-             "bucket_boundaries", "class_weighting", "validation", "gate", "description"}
-_TASK_KEYS = {"label_column", "labels", "thresholds", "positive", "min_macro_f1",
-              "max_macro_f1_drop", "description"}
-
-
 # A number in exponent form without a dot (`5e-3`), which PyYAML's YAML 1.1 reads as text.
 _EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
-# Keys whose value is a share of rows or pieces: at most 1.
-_SHARE_SUFFIXES = ("_rate", "_share", "unknown_token_warn", "unknown_token_fail")
 
 
-@dataclasses.dataclass(frozen=True)
+def _exponent(value):
+    """YAML 1.1 reads 5e-3 as text; the user meant 0.005."""
+    if isinstance(value, str) and _EXPONENT.fullmatch(value.strip()):
+        return float(value)
+    return value
+
+
+# The value types of the settings: strict (a string or true is never read as a number).
+Count = Annotated[int, Field(strict=True, ge=0)]
+Amount = Annotated[float, BeforeValidator(_exponent),
+                   Field(strict=True, ge=0, allow_inf_nan=False)]
+Share = Annotated[float, BeforeValidator(_exponent),         # of rows or pieces: at most 1
+                  Field(strict=True, ge=0, le=1, allow_inf_nan=False)]
+Flag = Annotated[bool, Field(strict=True)]
+_SETTINGS = ConfigDict(extra="forbid", validate_default=True)
+
+
+def _min_below_max(cls, value, info: ValidationInfo):
+    """A `max_` key's validator: its `min_` key may not lie above it."""
+    low = "min_" + info.field_name[4:]
+    if info.data.get(low) is not None and value is not None and info.data[low] > value:
+        raise rule(f"{info.data[low]!r} is above {info.field_name} {value!r}", at=low)
+    return value
+
+
+@pydantic.dataclasses.dataclass(frozen=True, config=_SETTINGS)
 class Validation:
     """Per-dataset rules of the text validation gate (bounds are inclusive)."""
 
-    min_rows: int = 50
-    max_rows: int = 10_000_000
-    min_chars: int = 2
-    max_chars: int = 20_000
-    min_median_chars: int = 10
-    max_median_chars: int = 5_000
-    max_unlabelled_rate: float = 0.5      # per task: share of rows without its label
-    max_class_share: float = 0.95         # per task: largest class's share of labelled rows
-    max_duplicate_rate: float = 0.2
-    unknown_token_warn: float = 0.05      # checkpoint tokenizer's [UNK] share of the pieces
-    unknown_token_fail: float = 0.25
-    unknown_token_sample: int = 2000      # texts of the span the [UNK] rate is measured on
+    min_rows: Count = 50
+    max_rows: Count = 10_000_000
+    min_chars: Count = 2
+    max_chars: Count = 20_000
+    min_median_chars: Count = 10
+    max_median_chars: Count = 5_000
+    max_unlabelled_rate: Share = 0.5      # per task: share of rows without its label
+    max_class_share: Share = 0.95         # per task: largest class's share of labelled rows
+    max_duplicate_rate: Share = 0.2
+    unknown_token_warn: Share = 0.05      # checkpoint tokenizer's [UNK] share of the pieces
+    unknown_token_fail: Share = 0.25
+    unknown_token_sample: Count = 2000    # texts of the span the [UNK] rate is measured on
     # Share of rows whose text holds control characters, U+FFFD or lone surrogates (the
     # encoding rule); preprocessing drops them, counted. A real scrape has a few.
-    max_bad_encoding_rate: float = 0.001
+    max_bad_encoding_rate: Share = 0.001
     # What one part and one record may hold (retrain.common.record_limits). A day of
     # text is read whole, so a part's limit is lower than the CTR logs'.
-    max_part_bytes: int = 256 << 20       # decompressed, per part
-    max_value_bytes: int = 1 << 20        # per string (a text may be a long document)
-    max_depth: int = 32                   # nesting of a record
-    max_parts_per_day: int = DEFAULT_MAX_PARTS_PER_DAY   # part files of a day
+    max_part_bytes: Count = 256 << 20       # decompressed, per part
+    max_value_bytes: Count = 1 << 20        # per string (a text may be a long document)
+    max_depth: Count = 32                   # nesting of a record
+    max_parts_per_day: Count = DEFAULT_MAX_PARTS_PER_DAY   # part files of a day
+
+    _ranges = field_validator("max_rows", "max_chars", "max_median_chars")(
+        classmethod(_min_below_max))
 
     def record_limits(self) -> RecordLimits:
         return RecordLimits(self.max_part_bytes, self.max_value_bytes, self.max_depth,
                             self.max_parts_per_day)
 
 
-@dataclasses.dataclass(frozen=True)
+@pydantic.dataclasses.dataclass(frozen=True, config=_SETTINGS)
 class Gate:
     """Family-wide gate settings; per-task macro-F1 limits sit on each task.
 
@@ -112,16 +140,16 @@ class Gate:
     gate's `Thresholds.refuse_confidently_worse`).
     """
 
-    min_auc: float = 0.6                  # mean over tasks of the macro one-vs-rest AUC
-    max_auc_drop: float = 0.005
-    max_log_loss_increase: float = 0.02
-    max_task_auc_drop: float = 0.02       # per task, against the published model
-    min_task_rows: int = 20
-    beat_classical_baseline: bool = True  # macro-F1 >= TF-IDF + logistic regression's
-    classical_baseline_margin: float = 0.0
-    min_eval_rows: int = 200              # per task: labelled eval texts
-    min_eval_positives: int = 5           # per class of every task: its eval texts
-    refuse_confidently_worse: bool = True
+    min_auc: Amount = 0.6                 # mean over tasks of the macro one-vs-rest AUC
+    max_auc_drop: Amount = 0.005
+    max_log_loss_increase: Amount = 0.02
+    max_task_auc_drop: Amount = 0.02      # per task, against the published model
+    min_task_rows: Count = 20
+    beat_classical_baseline: Flag = True  # macro-F1 >= TF-IDF + logistic regression's
+    classical_baseline_margin: Amount = 0.0
+    min_eval_rows: Count = 200            # per task: labelled eval texts
+    min_eval_positives: Count = 5         # per class of every task: its eval texts
+    refuse_confidently_worse: Flag = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,9 +277,10 @@ class TextConfig:
         return d
 
 
-class _Problems(list):
-    def add(self, where: str, what: str) -> None:
-        self.append(f"{where}: {what}")
+def _name(value):
+    if not isinstance(value, str) or not _NAME.match(value) or value in RESERVED:
+        raise rule(f"task name must match {_NAME.pattern} and not be one of {list(RESERVED)}")
+    return value
 
 
 def _number(value) -> bool:
@@ -259,175 +288,177 @@ def _number(value) -> bool:
         and math.isfinite(value)
 
 
-def _fill(cls, raw, where: str, problems: _Problems):
-    """A dataclass of settings from a mapping: unknown keys and wrong types reported."""
-    if raw is None:
-        return cls()
-    if not isinstance(raw, dict):
-        problems.add(where, f"must be a mapping, got {what(raw)}")
-        return cls()
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    values = {}
-    for key, value in raw.items():
-        if key not in fields:
-            problems.add(f"{where}.{key_text(key)}", f"unknown key (allowed: {', '.join(fields)})")
-            continue
-        default = fields[key].default
-        if isinstance(value, str) and _EXPONENT.fullmatch(value.strip()) \
-                and isinstance(default, float):
-            value = float(value)   # YAML 1.1 reads 5e-3 as text; the user meant 0.005
-        if isinstance(default, bool):
-            ok = isinstance(value, bool)
-            expected = "true or false"
-        elif isinstance(default, int) or key.startswith(("min_rows", "max_rows")):
-            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-            expected = "an integer >= 0"
-        else:
-            ok = (value is None and default is None) or (_number(value) and value >= 0)
-            expected = f"a number >= 0{' or null' if default is None else ''}"
-        if not ok:
-            # a number of the right kind out of range is shown; anything else by its type
-            shown = (number_text(value) if not isinstance(default, bool) and _number(value)
-                     else what(value))
-            problems.add(f"{where}.{key}", f"must be {expected}, got {shown}")
-            continue
-        if key.endswith(_SHARE_SUFFIXES) and value is not None and value > 1:
-            problems.add(f"{where}.{key}", f"is a share: must be in [0, 1], got "
-                                           f"{number_text(value)}")
-            continue
-        values[key] = value
-    merged = {f: values.get(f, fields[f].default) for f in fields}
-    for key in fields:
-        other = "max_" + key[4:]
-        if key.startswith("min_") and other in fields and (key in values or other in values) \
-                and merged[key] is not None and merged[other] is not None \
-                and merged[key] > merged[other]:
-            problems.add(f"{where}.{key}", f"{merged[key]!r} is above {other} {merged[other]!r}")
-    return cls(**values)
+TaskName = Annotated[str, BeforeValidator(_name)]
+Limit = Share | None
+_FILE = ConfigDict(extra="forbid", frozen=True)
 
 
-def _parse_task(name, raw, problems: _Problems) -> Task | None:
-    where = f"tasks.{key_text(name)}"
-    if not isinstance(name, str) or not _NAME.match(name) or name in RESERVED:
-        problems.add(where, f"task name must match {_NAME.pattern} and not be one of "
-                            f"{list(RESERVED)}")
-        return None
-    if not isinstance(raw, dict):
-        problems.add(where, f"must be a mapping with label_column and labels, got {what(raw)}")
-        return None
-    for key in sorted(set(raw) - _TASK_KEYS, key=str):
-        problems.add(f"{where}.{key_text(key)}",
-                     f"unknown key (allowed: {', '.join(sorted(_TASK_KEYS))})")
-    column = raw.get("label_column", name)
-    if not isinstance(column, str) or not column:
-        problems.add(f"{where}.label_column", f"must be a column name, got {what(column)}")
-    labels = raw.get("labels")
-    if isinstance(labels, list) and any(isinstance(x, bool) for x in labels):
-        at = [i for i, x in enumerate(labels) if isinstance(x, bool)]
-        problems.add(f"{where}.labels", f"item(s) {at} are booleans: YAML reads unquoted "
-                                        "yes/no/true/false as booleans; quote the label names")
-        return None
-    if not isinstance(labels, list) or len(labels) < 2 \
-            or not all(isinstance(x, (str, int)) for x in labels):
-        problems.add(f"{where}.labels", f"must list at least 2 label names, got {what(labels)}")
-        return None
-    labels = tuple(str(x) for x in labels)
-    if len(set(labels)) != len(labels):
-        repeated = sorted({x for x in labels if labels.count(x) > 1})
-        problems.add(f"{where}.labels", f"repeats a label: {words_text(repeated)}")
-    thresholds = raw.get("thresholds")
-    if thresholds is not None:
-        if not isinstance(thresholds, list) or not all(_number(x) for x in thresholds) \
-                or len(thresholds) != len(labels) - 1 or sorted(thresholds) != thresholds:
-            problems.add(f"{where}.thresholds", f"must be {len(labels) - 1} increasing numbers "
-                         f"(one cut per label but the last), got {what(thresholds)}")
-            thresholds = None
-        else:
-            thresholds = tuple(float(x) for x in thresholds)
-    positive = raw.get("positive")
-    if positive is not None and (len(labels) != 2 or str(positive) not in labels):
-        problems.add(f"{where}.positive", f"names the positive class of a 2-label task, "
-                     f"got {word_text(positive)} for labels {words_text(labels)}")
-        positive = None
-    limits = {}
-    for key in ("min_macro_f1", "max_macro_f1_drop"):
-        value = raw.get(key)
-        if value is not None and not (_number(value) and 0 <= value <= 1):
-            problems.add(f"{where}.{key}", f"must be a number in [0, 1], got "
-                                           f"{number_text(value)}")
-            value = None
-        limits[key] = value
-    return Task(name=name, label_column=column, labels=labels, thresholds=thresholds,
-                positive=None if positive is None else str(positive), **limits)
+class TaskFile(BaseModel):
+    """One task as the file states it (its name is its key under `tasks`)."""
+    model_config = _FILE
+
+    label_column: str | None = Field(None, description="the column holding the label "
+                                     "(default: the task's name)")
+    labels: list[str] = Field(description="the label names, at least 2, in the model's "
+                              "order (integers are read as their text)")
+    thresholds: list[float] | None = Field(None, description="numeric label column: label "
+                                           "i if value <= thresholds[i], one cut per label "
+                                           "but the last, increasing")
+    positive: str | None = Field(None, description="binary tasks: the positive class "
+                                 "(default: the second label)")
+    min_macro_f1: Limit = None
+    max_macro_f1_drop: Limit = None
+    description: str = ""
+
+    @field_validator("label_column", mode="before")
+    @classmethod
+    def _column(cls, value):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise rule(f"must be a column name, got {what(value)}")
+        return value
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _labels(cls, value):
+        if isinstance(value, list) and any(isinstance(x, bool) for x in value):
+            at = [i for i, x in enumerate(value) if isinstance(x, bool)]
+            raise rule(f"item(s) {at} are booleans: YAML reads unquoted yes/no/true/false "
+                       "as booleans; quote the label names")
+        if not isinstance(value, list) or len(value) < 2 \
+                or not all(isinstance(x, (str, int)) for x in value):
+            raise rule(f"must list at least 2 label names, got {what(value)}")
+        labels = [str(x) for x in value]
+        if len(set(labels)) != len(labels):
+            repeated = sorted({x for x in labels if labels.count(x) > 1})
+            raise rule(f"repeats a label: {words_text(repeated)}")
+        return labels
+
+    @field_validator("thresholds", mode="before")
+    @classmethod
+    def _thresholds(cls, value, info: ValidationInfo):
+        labels = info.data.get("labels")
+        if value is None or labels is None:
+            return value
+        if not isinstance(value, list) or not all(_number(x) for x in value) \
+                or len(value) != len(labels) - 1 or sorted(value) != value:
+            raise rule(f"must be {len(labels) - 1} increasing numbers (one cut per label but "
+                       f"the last), got {what(value)}")
+        return [float(x) for x in value]
+
+    @field_validator("positive", mode="before")
+    @classmethod
+    def _positive(cls, value, info: ValidationInfo):
+        labels = info.data.get("labels")
+        if value is None or labels is None:
+            return value
+        if len(labels) != 2 or str(value) not in labels:
+            raise rule(f"names the positive class of a 2-label task, got {word_text(value)} "
+                       f"for labels {words_text(labels)}")
+        return str(value)
+
+
+def _settings(value):
+    return {} if value is None else value      # an empty section: the defaults
+
+
+class TextConfigFile(BaseModel):
+    """A text config file as written (YAML or JSON): the schema the manual shows."""
+    model_config = ConfigDict(extra="forbid", frozen=True,
+                              title="Text family config (text_config.yaml)")
+
+    description: str = ""
+    example_id: str | None = Field(None, description="the column with each record's "
+                                   "unique id; left out: ids are derived from the content")
+    text: str | None = Field(None, description="the column holding the text (or give "
+                             "text_template)")
+    text_template: str | None = Field(None, description="the text from several columns, "
+                                      "e.g. '{title}. {body}'")
+    tasks: dict[TaskName, TaskFile] = Field(None, validate_default=True, description=(
+        "task name -> its label column and labels; each task is one head of the model"))
+    checkpoint: str | None = Field(None, description="a Hugging Face-format BERT folder; "
+                                   "left out: the bundled all-MiniLM-L6-v2")
+    max_seq_length: Annotated[int, Field(strict=True, ge=8, le=512)] = 128
+    bucket_boundaries: list[Annotated[int, Field(strict=True, gt=0)]] = [16, 32, 48, 64, 96]
+    class_weighting: Literal[CLASS_WEIGHTING] = "balanced"
+    validation: Annotated[Validation, BeforeValidator(_settings)] = Validation()
+    gate: Annotated[Gate, BeforeValidator(_settings)] = Gate()
+
+    @field_validator("example_id", mode="before")
+    @classmethod
+    def _id(cls, value):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise rule(f"must name the column with each record's unique id (or be left out: "
+                       f"ids are then derived from the text and labels), got {what(value)}")
+        return value
+
+    @field_validator("text", mode="before")
+    @classmethod
+    def _text(cls, value):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise rule(f"must be a column name, got {what(value)}")
+        return value
+
+    @field_validator("text_template", mode="before")
+    @classmethod
+    def _template(cls, value, info: ValidationInfo):
+        if "text" in info.data and (info.data["text"] is None) == (value is None):
+            raise rule("give exactly one of text (a column) or text_template "
+                       "(e.g. '{title}. {body}')", at="text")
+        if value is None:
+            return value
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(str(value)) if f]
+        except ValueError:
+            raise rule("is not a valid template (an unmatched { or }?)") from None
+        if not fields:
+            raise rule("must name at least one column as {column}")
+        return str(value)
+
+    @field_validator("tasks", mode="before")
+    @classmethod
+    def _tasks(cls, value):
+        if not isinstance(value, dict) or not value:
+            raise rule("must map at least one task name to its label_column and labels")
+        return value
+
+    @field_validator("checkpoint")
+    @classmethod
+    def _checkpoint(cls, value):
+        if value is not None and (not (Path(value) / "vocab.txt").is_file()
+                                  or not (Path(value) / "config.json").is_file()):
+            raise rule("the folder it names is not a Hugging Face-format BERT folder (needs "
+                       "config.json, vocab.txt, model.safetensors)")
+        return value
+
+    @field_validator("bucket_boundaries")
+    @classmethod
+    def _buckets(cls, value):
+        if sorted(set(value)) != value:
+            raise rule("must be increasing positive integers")
+        return value
 
 
 def from_dict(data: Any, source: str = "") -> TextConfig:
     """Validate a parsed config; ConfigError lists every problem with its place."""
-    problems = _Problems()
     if not isinstance(data, dict):
         raise ConfigError(f"text config {source}: must be a mapping, got {type(data).__name__}")
-    for key in sorted(set(data) - _TOP_KEYS, key=str):
-        problems.add(key_text(key), f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})")
-    example_id = data.get("example_id")
-    if example_id is not None and (not isinstance(example_id, str) or not example_id):
-        problems.add("example_id", f"must name the column with each record's unique id "
-                                   f"(or be left out: ids are then derived from the text "
-                                   f"and labels), got {what(example_id)}")
-    text, template = data.get("text"), data.get("text_template")
-    if (text is None) == (template is None):
-        problems.add("text", "give exactly one of text (a column) or text_template "
-                             "(e.g. '{title}. {body}')")
-    elif text is not None and (not isinstance(text, str) or not text):
-        problems.add("text", f"must be a column name, got {what(text)}")
-    elif template is not None:
-        try:
-            fields = [f for _, f, _, _ in string.Formatter().parse(str(template)) if f]
-        except ValueError:
-            fields = None
-            problems.add("text_template", "is not a valid template (an unmatched { or }?)")
-        if fields == []:
-            problems.add("text_template", "must name at least one column as {column}")
-    tasks_raw = data.get("tasks")
-    tasks: list[Task] = []
-    if not isinstance(tasks_raw, dict) or not tasks_raw:
-        problems.add("tasks", "must map at least one task name to its label_column and labels")
-    else:
-        tasks = [t for n, r in tasks_raw.items() if (t := _parse_task(n, r, problems))]
-    checkpoint = data.get("checkpoint")
-    if checkpoint is not None:
-        if not isinstance(checkpoint, str):
-            problems.add("checkpoint", f"must be a folder path, got {what(checkpoint)}")
-        elif not (Path(checkpoint) / "vocab.txt").is_file() \
-                or not (Path(checkpoint) / "config.json").is_file():
-            problems.add("checkpoint", "the folder it names is not a Hugging Face-format BERT "
-                                       "folder (needs config.json, vocab.txt, "
-                                       "model.safetensors)")
-    seq = data.get("max_seq_length", 128)
-    if not isinstance(seq, int) or isinstance(seq, bool) or not 8 <= seq <= 512:
-        problems.add("max_seq_length", f"must be an integer in [8, 512], got "
-                                       f"{number_text(seq) if isinstance(seq, int) else what(seq)}")
-        seq = 128
-    buckets = data.get("bucket_boundaries", [16, 32, 48, 64, 96])
-    if not isinstance(buckets, list) or not all(isinstance(b, int) and b > 0 for b in buckets) \
-            or sorted(set(buckets)) != buckets:
-        problems.add("bucket_boundaries", f"must be increasing positive integers, got "
-                                          f"{what(buckets)}")
-        buckets = [16, 32, 48, 64, 96]
-    weighting = data.get("class_weighting", "balanced")
-    if not isinstance(weighting, str) or weighting not in CLASS_WEIGHTING:
-        problems.add("class_weighting", f"must be one of {CLASS_WEIGHTING}, got "
-                                        f"{word_text(weighting)}")
-        weighting = "balanced"
-    validation = _fill(Validation, data.get("validation"), "validation", problems)
-    gate = _fill(Gate, data.get("gate"), "gate", problems)
-    if problems:
-        raise ConfigError(f"text config {source or '(text)'} has {len(problems)} problem(s):\n  "
-                          + "\n  ".join(problems))
-    return TextConfig(source=source, example_id=example_id, text=text,
-                      text_template=None if template is None else str(template),
-                      tasks=tuple(tasks), checkpoint=checkpoint, max_seq_length=seq,
-                      bucket_boundaries=tuple(buckets), class_weighting=weighting,
-                      validation=validation, gate=gate)
+    try:
+        raw = TextConfigFile.model_validate(data)
+    except ValidationError as e:
+        found = problems(e, TextConfigFile, dotted)
+        raise ConfigError(f"text config {source or '(text)'} has {len(found)} problem(s):\n  "
+                          + "\n  ".join(found)) from None
+    tasks = tuple(Task(name=name, label_column=t.label_column or name, labels=tuple(t.labels),
+                       thresholds=None if t.thresholds is None else tuple(t.thresholds),
+                       positive=t.positive, min_macro_f1=t.min_macro_f1,
+                       max_macro_f1_drop=t.max_macro_f1_drop)
+                  for name, t in raw.tasks.items())
+    return TextConfig(source=source, example_id=raw.example_id, text=raw.text,
+                      text_template=raw.text_template, tasks=tasks, checkpoint=raw.checkpoint,
+                      max_seq_length=raw.max_seq_length,
+                      bucket_boundaries=tuple(raw.bucket_boundaries),
+                      class_weighting=raw.class_weighting, validation=raw.validation,
+                      gate=raw.gate)
 
 
 def load(path: str | Path) -> TextConfig:

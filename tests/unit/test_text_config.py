@@ -42,7 +42,7 @@ colour: blue
                   "tasks.text: task name", "tasks.urgent.thresholds", "tasks.queue.labels",
                   "tasks.spam.positive", "tasks.spam.min_macro_f1", "max_seq_length",
                   "class_weighting", "validation.min_rows", "validation.unknown",
-                  "validation.max_class_share: is a share: must be in [0, 1], got 2",
+                  "validation.max_class_share: must be a number in [0, 1], got 2",
                   "validation.min_chars: 50 is above max_chars 10",
                   "tasks.vip.labels: item(s) [0, 1] are booleans: YAML reads unquoted"):
         assert place in msg, place
