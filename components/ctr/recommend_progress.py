@@ -50,7 +50,8 @@ class Progress:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._started = self._first_at = 0.0
-        self._first_done = 0
+        self._first_done = self._done = 0
+        self._changed_at = 0.0
 
     def __enter__(self) -> "Progress":
         self._started = time.monotonic()
@@ -74,12 +75,21 @@ class Progress:
             # The rate is measured from the first work seen, not from the start, so the
             # model's loading does not make the time left look longer than it is.
             self._first_at, self._first_done = now, done
-        span = now - self._first_at if self._first_at else 0.0
-        rate = (done - self._first_done) / span if span > 0 and done > self._first_done \
-            else (done / (now - self._started) if done and now > self._started else 0.0)
+        if done > self._done:
+            self._done, self._changed_at = done, now
+        # Up to now while scoring (a stall shows as a falling rate), up to the last change
+        # once every pair is scored (writing the lists does not make scoring look slower).
+        end = self._changed_at if done >= self.total else now
+        span = end - self._first_at if self._first_at else 0.0
+        rate = ((done - self._first_done) / span if span > 0 and done > self._first_done
+                else done / (end - self._started) if done and end > self._started else 0.0)
         share = 100.0 * done / self.total if self.total else 100.0
         if final:
             left = f"done in {duration(now - self._started)}"
+        elif done >= self.total:
+            left = "all scored, writing the lists"
+        elif done and done == self._first_done:
+            left = "ETA after the next look (measuring the rate)"
         elif rate > 0:
             left = f"ETA {duration((self.total - done) / rate)}"
         else:
