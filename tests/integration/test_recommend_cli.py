@@ -128,3 +128,23 @@ def test_a_setting_that_cannot_be_derived_is_one_line_naming_it(log_and_model, t
               "--max-users", "5", "--max-items", "5", "--progress-seconds", "0")
     assert ok.returncode != 0 and "account" in ok.stderr     # the log has no such column
     assert "Traceback" not in ok.stderr and len(ok.stderr.strip().splitlines()) <= 3
+
+
+def test_the_dags_step_refuses_settings_that_do_not_fit_by_name(log_and_model, tmp_path):
+    """The reviewer's case: the DAG's bundled-data settings (item columns, a `position`
+    context) against a rating log's model. The step process fails as bad data naming the
+    setting; no KeyError from a result without `output_dir` (the launcher raises)."""
+    from retrain.common.errors import BadDataFailed
+    from retrain.orchestration.launch import run_step
+
+    root, span, model = log_and_model
+    spec = {"raw_root": str(root / "raw"), "span": span, "output_dir": str(tmp_path / "out"),
+            "model_dir": model, "user_column": "user_id", "item_column": "movie_id",
+            "item_columns": ["category_id", "price", "item_age_days"],
+            "context": {"position": 1}, "progress_seconds": 0}
+    with pytest.raises(BadDataFailed) as e:
+        run_step("components.ctr.recommend", spec)
+    message = str(e.value)
+    assert "RecommendSettingError: item_columns (--item-columns): ['category_id', 'price', " \
+           "'item_age_days'] are not item-side or context inputs" in message, message
+    assert "feature_config.json" in message and not (tmp_path / "out").exists()
