@@ -65,7 +65,7 @@ class RecommendSpec:
     batch_pairs: int = 16384
     beam_workers: int = 1          # local DirectRunner worker processes
     beam_args: list[str] = dataclasses.field(default_factory=list)  # e.g. another runner
-    progress_seconds: float = 10.0  # a progress line on stderr this often (0: none)
+    progress_seconds: float = 30.0  # a progress line on stderr (the task log) this often; 0: none
 
 
 def resolve_model(spec: RecommendSpec) -> tuple[str, int | None]:
