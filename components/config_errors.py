@@ -22,7 +22,7 @@ from typing import Any, Callable, Literal
 import annotated_types
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticCustomError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from retrain.common.run_inputs import key_text, number_text, what, word_text
 
@@ -31,11 +31,29 @@ _BOUNDS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal",
 _MISSING = object()
 
 
-def rule(message: str, at: str | None = None) -> PydanticCustomError:
+def rule(message: str, at: str | None = None, up: bool = False) -> PydanticCustomError:
     """A validator's own problem: `message` is shown as written (no placeholders);
-    `at` moves it from the validated field to a sibling key."""
-    return PydanticCustomError("rule", "{message}",
-                               {"message": message, **({"at": at} if at else {})})
+    `at` moves it from the validated field to a sibling key, `up` to the mapping that
+    holds the field (a rule about the whole entry, e.g. a feature's unknown kind)."""
+    return PydanticCustomError("rule", "{message}", {"message": message,
+                                                     **({"at": at} if at else {}),
+                                                     **({"up": True} if up else {})})
+
+
+def fail(title: str, found: list[tuple[tuple, str]],
+         errors: list[dict] | None = None) -> None:
+    """Raise every problem at once from a (wrap or after) model validator: `found` are
+    (location under the model, message) pairs, `errors` earlier pydantic errors carried
+    along (`ValidationError.errors()`). Nothing is raised when there is nothing."""
+    details = [InitErrorDetails(type=PydanticCustomError(e["type"], "{message}", e["ctx"])
+                                if e["type"] == "rule" else e["type"],
+                                loc=e["loc"], input=e.get("input"),
+                                **({"ctx": e["ctx"]} if e.get("ctx") else {}))
+               for e in errors or ()]
+    details += [InitErrorDetails(type=rule(message), loc=loc, input=None)
+                for loc, message in found]
+    if details:
+        raise ValidationError.from_exception_data(title, details)
 
 
 def _unwrap(tp) -> tuple[Any, list]:
@@ -142,6 +160,8 @@ def problems(error: ValidationError, root: type,
         if err["type"] == "rule":
             if "at" in ctx:
                 loc = loc[:-1] + (ctx["at"],)
+            elif ctx.get("up"):
+                loc = loc[:-1]
             line = f"{place(loc)}: {ctx['message']}"
         elif err["type"] in ("value_error", "assertion_error"):
             line = f"{place(loc)}: {str(ctx.get('error', err['msg'])) or err['msg']}"
@@ -152,7 +172,7 @@ def problems(error: ValidationError, root: type,
         elif err["type"] in ("invalid_key",):
             line = f"{place(loc)}: keys must be names (strings)"
         elif err["type"] == "missing":
-            line = f"{place(loc)}: is required"
+            line = f"{place(loc)}: is required but missing"
         else:
             tp, meta, _ = _walk(root, loc)
             line = f"{place(loc)}: must be {expected(tp, meta)}, got {_shown(err)}"

@@ -12,13 +12,16 @@ it used into its output dir (`feature_config.json`); the trainer reads it back f
 writes it into the exported SavedModel (`assets.extra/feature_config.json`,
 `for_model_dir`), so evaluation and serving checks know the raw inputs a model takes.
 
-Stdlib + PyYAML only, so DAG files can import it.
+The file's shape, its per-entry rules and the rules between its sections are pydantic
+models (`components.ctr.feature_config_model`; their JSON schema is in the manual,
+docs/reference/feature-config.schema.json); the dataclasses here are what the stages use.
+Stdlib + PyYAML + pydantic, so DAG files can import it.
 
 Errors name, never echo (rule 22): a problem names the file, a key or a place
-(`features[2] 'country'`), the rule and the expected type; a wrong value is shown only if it
-is a number out of its bounds or a short word where the config takes a name or a choice
-(`unknown kind 'numerical'`); a syntax error gives the line and column, not the text
-(`retrain.common.run_inputs`: read_config_file, key_text, word_text, what).
+(`features[2] 'country'.top_k`), the rule and the expected type; a wrong value is shown
+only if it is a number out of its bounds or a short word where the config takes a name or
+a choice (`unknown kind 'numerical'`); a syntax error gives the line and column, not the
+text (`retrain.common.run_inputs`, `components.config_errors`).
 
 Kinds and transforms (raw column type in brackets, as `raw_columns()` reports it):
 
@@ -50,15 +53,18 @@ import dataclasses
 import functools
 import hashlib
 import json
-import re
 from pathlib import Path
 from typing import Any, Mapping
 
+from pydantic import ValidationError
+
+from components.config_errors import problems
+from components.ctr.feature_config_model import (  # noqa: F401  (re-exported)
+    DERIVED_ID, DRIFT_METRICS, INT_THRESHOLDS, KINDS, NAME, PARAM_MIN, RAW_TYPES,
+    SHARE_THRESHOLDS, THRESHOLDS, TRANSFORM_PARAMS, FeatureConfigFile, place_in, raw_type)
 from retrain.common import record_limits
 from retrain.common.errors import ConfigError
-from retrain.common.run_inputs import (is_word, key_text, number_text,
-                                          parse_config_text, read_config_file, what,
-                                          word_text, words_text)
+from retrain.common.run_inputs import parse_config_text, read_config_file
 
 FEATURE_CONFIG_FILE = "feature_config.json"   # in the preprocess output dir
 # Inside an exported SavedModel (TF Serving's folder for extra files), so the config
@@ -67,25 +73,9 @@ MODEL_CONFIG_PATH = f"assets.extra/{FEATURE_CONFIG_FILE}"
 PACKAGED_DIR = Path(__file__).resolve().parent / "feature_configs"
 DEFAULT_CONFIG = PACKAGED_DIR / "generated.yaml"
 
-KINDS: dict[str, tuple[str, ...]] = {
-    "numeric": ("zscore", "log_zscore", "bucketize"),
-    "categorical": ("vocabulary", "hash", "identity"),
-    "multi_categorical": ("vocabulary", "hash"),
-    "text": ("vocabulary", "hash"),
-}
-# Parameters each transform takes: name -> required?
-_TRANSFORM_PARAMS: dict[str, dict[str, bool]] = {
-    "zscore": {},
-    "log_zscore": {},
-    "bucketize": {"buckets": True},
-    "vocabulary": {"top_k": True, "frequency_threshold": False, "oov_buckets": False},
-    "hash": {"hash_buckets": True},
-    "identity": {"size": True},
-}
-_PARAM_MIN = {"buckets": 2, "top_k": 1, "frequency_threshold": 1, "oov_buckets": 1,
-              "hash_buckets": 1, "size": 1, "max_values": 1}
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-RAW_TYPES = ("str", "int", "float", "str_list")
+# The vocabulary of the file (kinds, transforms and their parameters, span thresholds) lives
+# with the file's pydantic model and is re-exported here (config suggest imports _NAME).
+_NAME = NAME
 
 
 def transformed_name(key: str) -> str:
@@ -228,11 +218,6 @@ class GateDefaults:
     clicks), and refuse a span's 60 rows with 3 clicks."""
     min_eval_rows: int = 200
     min_eval_positives: int = 20
-
-
-# The id column of logs that have none: the config leaves `example_id` out, and readers
-# add this column, a hash of the row's configured columns (`derived_ids`).
-DERIVED_ID = "example_id"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -392,499 +377,55 @@ class FeatureConfig:
 # ------------------------------------------------------------------------ parsing
 
 
-class _Problems:
-    def __init__(self):
-        self.items: list[str] = []
-
-    def add(self, where: str, what: str) -> None:
-        self.items.append(f"{where}: {what}")
-
-
-def _where(section: str, i: int, name) -> str:
-    """`features[3] 'age'`: the place of a list entry, with its name if that is a short
-    word (a name that is not one is reported, never shown)."""
-    return f"{section}[{i}] {word_text(name)}" if is_word(name) else f"{section}[{i}]"
-
-
-def _quoted(key) -> str:
-    """A parameter name as `unknown parameter 'topk'` shows it (see key_text)."""
-    return repr(key) if is_word(key) else key_text(key)
-
-
-def _int_param(value, where: str, key: str, problems: _Problems) -> int | None:
-    low = _PARAM_MIN[key]
-    if isinstance(value, bool) or not isinstance(value, int):
-        problems.add(where, f"{key} must be an integer >= {low}, got {what(value)}")
-        return None
-    if value < low:
-        problems.add(where, f"{key} must be an integer >= {low}, got {value}")
-        return None
-    return value
-
-
-def _str_list(value, where: str, problems: _Problems) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        problems.add(where, f"must be a list of names, got {what(value)}")
-        return ()
-    return tuple(value)
-
-
-def _parse_feature(i: int, raw, problems: _Problems) -> Feature | None:
-    if not isinstance(raw, Mapping):
-        problems.add(f"features[{i}]", f"must be a mapping, got {what(raw)}")
-        return None
-    name = raw.get("name")
-    where = _where("features", i, name)
-    ok = True
-    if not isinstance(name, str) or not _NAME.match(name):
-        problems.add(where, f"name must match {_NAME.pattern}, got {word_text(name)}")
-        ok = False
-    kind, transform = raw.get("kind"), raw.get("transform")
-    if not isinstance(kind, str) or kind not in KINDS:
-        problems.add(where, f"unknown kind {word_text(kind)} (kinds: {', '.join(KINDS)})")
-        return None
-    if not isinstance(transform, str) or transform not in _TRANSFORM_PARAMS:
-        problems.add(where, f"unknown transform {word_text(transform)} (transforms of {kind}: "
-                            f"{', '.join(KINDS[kind])})")
-        return None
-    if transform not in KINDS[kind]:
-        problems.add(where, f"transform {transform!r} is not allowed for kind {kind!r} "
-                            f"(allowed: {', '.join(KINDS[kind])})")
-        return None
-    params = dict(_TRANSFORM_PARAMS[transform])
-    if kind in ("multi_categorical", "text"):
-        params["max_values"] = True
-    if kind == "categorical":
-        params["dtype"] = False
-    values: dict[str, Any] = {}
-    for key in sorted(set(raw) - {"name", "kind", "transform", "description"}, key=str):
-        if key not in params:
-            allowed = ", ".join(sorted(params)) or "none"
-            problems.add(where, f"unknown parameter {_quoted(key)} for {kind}/{transform} "
-                                f"(allowed: {allowed})")
-            ok = False
-    for key, required in params.items():
-        if key not in raw or raw[key] is None:
-            if required:
-                problems.add(where, f"missing required parameter {key!r} for {transform}")
-                ok = False
-            continue
-        if key == "dtype":
-            if raw[key] not in ("str", "int"):
-                problems.add(where, f"dtype must be 'str' or 'int', got {word_text(raw[key])}")
-                ok = False
-            else:
-                values[key] = raw[key]
-            continue
-        value = _int_param(raw[key], where, key, problems)
-        if value is None:
-            ok = False
-        values[key] = value
-    if kind == "categorical":
-        dtype = values.get("dtype") or ("int" if transform == "identity" else "str")
-        if transform == "identity" and dtype != "int":
-            problems.add(where, "identity needs integer ids (dtype: int)")
-            ok = False
-        values["dtype"] = dtype
-    if transform == "vocabulary" and values.get("oov_buckets") is None:
-        values["oov_buckets"] = 1
-    description = raw.get("description", "")
-    if not isinstance(description, str):
-        problems.add(where, f"description must be a string, got {what(description)}")
-        ok = False
-    if not ok:
-        return None
-    return Feature(name=name, kind=kind, transform=transform, description=description,
-                   **values)
-
-
-_TOP_KEYS = {"name", "description", "label", "example_id", "features", "crosses", "slices",
-             "validation",
-             "model", "gate"}
-
-
 def from_dict(d: Mapping[str, Any], source: str = "") -> FeatureConfig:
-    """Validate and build a FeatureConfig; every problem is reported in one ValueError."""
-    problems = _Problems()
+    """Validate (FeatureConfigFile) and build a FeatureConfig; every problem is reported in
+    one ConfigError, each with its place, the rule and the expected type."""
     if not isinstance(d, Mapping):
         raise ConfigError(f"feature config{' ' + source if source else ''} must be a mapping "
-                         f"at the top level, got {type(d).__name__}")
-    for key in sorted(set(d) - _TOP_KEYS, key=str):
-        problems.add(key_text(key), f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})")
-    cfg_name = d.get("name", "")
-    for key in ("name", "description"):
-        if not isinstance(d.get(key, ""), str):
-            problems.add(key, f"must be a string, got {what(d.get(key))}")
-    label, example_id = d.get("label"), d.get("example_id")
-    derived_id = example_id is None
-    if derived_id:
-        example_id = DERIVED_ID
-    for key, value in (("label", label), ("example_id", example_id)):
-        if not isinstance(value, str) or not _NAME.match(value):
-            problems.add(key, f"must be a column name matching {_NAME.pattern}, got "
-                              f"{word_text(value)}")
-    if isinstance(label, str) and label == example_id:
-        problems.add("example_id", f"is the same column as the label ({word_text(label)})")
-
-    raw_features = d.get("features")
-    features: list[Feature] = []
-    if not isinstance(raw_features, list) or not raw_features:
-        problems.add("features", "must be a non-empty list of features")
-        raw_features = []
-    seen: dict[str, str] = {}
-    for i, raw in enumerate(raw_features):
-        f = _parse_feature(i, raw, problems)
-        name = raw.get("name") if isinstance(raw, Mapping) else None
-        if isinstance(name, str):
-            where = _where("features", i, name)
-            if name in seen:
-                problems.add(where, f"duplicate name (also {seen[name]})")
-            elif name in (label, example_id):
-                problems.add(where, f"clashes with the "
-                                    f"{'label' if name == label else 'example_id'} column")
-            seen.setdefault(name, f"features[{i}]")
-        if f is not None:
-            features.append(f)
-    by_name = {f.name: f for f in features}
-    raw_names = {r.get("name") for r in raw_features
-                 if isinstance(r, Mapping) and isinstance(r.get("name"), str)}
-
-    crosses: list[Cross] = []
-    raw_crosses = d.get("crosses") or []
-    if not isinstance(raw_crosses, list):
-        problems.add("crosses", f"must be a list, got {what(raw_crosses)}")
-        raw_crosses = []
-    for i, raw in enumerate(raw_crosses):
-        if not isinstance(raw, Mapping):
-            problems.add(f"crosses[{i}]", f"must be a mapping, got {what(raw)}")
-            continue
-        name = raw.get("name")
-        where = _where("crosses", i, name)
-        ok = True
-        for key in sorted(set(raw) - {"name", "features", "hash_buckets", "description"},
-                          key=str):
-            problems.add(where, f"unknown parameter {_quoted(key)} (allowed: name, features, "
-                                f"hash_buckets, description)")
-            ok = False
-        if not isinstance(name, str) or not _NAME.match(name):
-            problems.add(where, f"name must match {_NAME.pattern}, got {word_text(name)}")
-            ok = False
-        elif name in seen or name in (label, example_id):
-            problems.add(where, f"duplicate name (also {seen.get(name, 'label/example_id')})")
-            ok = False
-        else:
-            seen[name] = f"crosses[{i}]"
-        members = _str_list(raw.get("features"), f"{where}.features", problems)
-        if len(members) < 2:
-            problems.add(f"{where}.features", f"a cross needs at least 2 features, got "
-                                              f"{words_text(members)}")
-            ok = False
-        if len(set(members)) != len(members):
-            problems.add(f"{where}.features", f"lists a feature twice: {words_text(members)}")
-            ok = False
-        for m in members:
-            if m in by_name:
-                if by_name[m].kind != "categorical":
-                    problems.add(f"{where}.features", f"{word_text(m)} is {by_name[m].kind}, only "
-                                                      f"categorical features can be crossed")
-                    ok = False
-            elif m in raw_names:
-                ok = False      # the feature itself is invalid and reported above
-            elif seen.get(m, "").startswith("crosses"):
-                problems.add(f"{where}.features", f"{word_text(m)} is a cross; only categorical "
-                                                  f"features can be crossed")
-                ok = False
-            else:
-                problems.add(f"{where}.features", f"unknown feature {word_text(m)}")
-                ok = False
-        buckets = raw.get("hash_buckets")
-        if buckets is None:
-            problems.add(where, "missing required parameter 'hash_buckets'")
-            ok = False
-        elif _int_param(buckets, where, "hash_buckets", problems) is None:
-            ok = False
-        description = raw.get("description", "")
-        if ok:
-            crosses.append(Cross(name=name, features=members, hash_buckets=buckets,
-                                 description=description if isinstance(description, str)
-                                 else ""))
-
-    slices = _str_list(d.get("slices"), "slices", problems)
-    for i, s in enumerate(slices):
-        f = by_name.get(s)
-        if f is None:
-            if s not in raw_names:
-                problems.add(f"slices[{i}]", f"unknown column {word_text(s)} (slices must be "
-                                             f"categorical feature columns)")
-        elif f.kind != "categorical":
-            problems.add(f"slices[{i}]", f"{word_text(s)} is {f.kind}; slices must be categorical "
-                                         f"feature columns")
-
-    # Output names must not collide (e.g. a feature "price_missing" vs price's indicator).
-    outputs: dict[str, str] = {}
-    for f in features:
-        names = [f.output] + ([missing_name(f.name)] if not f.is_categorical_output else [])
-        for n in names:
-            if n in outputs:
-                problems.add(f"features {word_text(f.name)}",
-                             f"output name {word_text(n)} collides with {outputs[n]}")
-            outputs[n] = f"feature {word_text(f.name)}"
-    for c in crosses:
-        if c.output in outputs:
-            problems.add(f"crosses {word_text(c.name)}", f"output name "
-                         f"{word_text(c.output)} collides with {outputs[c.output]}")
-    if isinstance(label, str) and label in outputs:
-        problems.add("label", f"{word_text(label)} collides with the output of {outputs[label]}")
-
-    model = ModelDefaults()
-    raw_model = d.get("model") or {}
-    if not isinstance(raw_model, Mapping):
-        problems.add("model", f"must be a mapping, got {what(raw_model)}")
-        raw_model = {}
-    allowed = ("deep_fields", "count_features", "id_l2", "fm_fields")
-    for key in sorted(set(raw_model) - set(allowed), key=str):
-        problems.add(f"model.{key_text(key)}", f"unknown key (allowed: {', '.join(allowed)})")
-    categorical = [f.name for f in features if f.is_categorical_output] + \
-        [c.name for c in crosses]
-    declared = raw_names | {r.get("name") for r in raw_crosses
-                            if isinstance(r, Mapping) and isinstance(r.get("name"), str)}
-    multi = {f.name for f in features if f.kind in ("multi_categorical", "text")}
-    deep = _str_list(raw_model.get("deep_fields"), "model.deep_fields", problems)
-    counts = _str_list(raw_model.get("count_features"), "model.count_features", problems)
-    fm = _str_list(raw_model.get("fm_fields"), "model.fm_fields", problems)
-    id_l2 = raw_model.get("id_l2") or {}
-    if not isinstance(id_l2, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
-            and v >= 0 for k, v in id_l2.items()):
-        problems.add("model.id_l2", f"must map field names to numbers >= 0, got {what(id_l2)}"
-                                    if not isinstance(id_l2, Mapping) else
-                                    "must map field names to numbers >= 0")
-        id_l2 = {}
-    for key, names in (("deep_fields", deep), ("count_features", counts),
-                       ("id_l2", list(id_l2)), ("fm_fields", fm)):
-        for n in names:
-            if n not in categorical and n in declared and n not in by_name:
-                continue    # an invalid feature or cross, reported above
-            if n not in categorical:
-                problems.add(f"model.{key}",
-                             f"{word_text(n)} is not a categorical feature or cross")
-            elif key in ("count_features", "fm_fields") and n in multi:
-                problems.add(f"model.{key}", f"{word_text(n)} is multi-valued; {key} need "
-                                             f"single-valued fields")
-    if len(fm) == 1:
-        problems.add("model.fm_fields", f"crosses pairs of fields: name two or more, got "
-                                        f"{words_text(fm)}")
-    model = ModelDefaults(deep_fields=deep, count_features=counts,
-                          id_l2=tuple((k, float(v)) for k, v in id_l2.items()),
-                          fm_fields=fm)
-
-    validation = _parse_validation(d.get("validation"), features, label, example_id,
-                                   raw_names, problems)
-    gate = _parse_gate(d.get("gate"), problems)
-
-    if problems.items:
+                          f"at the top level, got {type(d).__name__}")
+    d = dict(d)
+    try:
+        raw = FeatureConfigFile.model_validate(d)
+    except ValidationError as e:
+        found = problems(e, FeatureConfigFile, place_in(d))
         head = f"invalid feature config{' ' + source if source else ''}"
-        raise ConfigError(f"{head}: {len(problems.items)} problem(s):\n  - "
-                         + "\n  - ".join(problems.items))
-    return FeatureConfig(label=label, example_id=example_id, features=tuple(features),
-                         crosses=tuple(crosses), slices=slices, model=model,
-                         name=cfg_name or "", description=d.get("description", "") or "",
-                         validation=validation, gate=gate, derived_id=derived_id)
+        raise ConfigError(f"{head}: {len(found)} problem(s):\n  - "
+                          + "\n  - ".join(found)) from None
+    features = []
+    for f in raw.features:
+        params = {k: getattr(f, k) for k in ("top_k", "frequency_threshold", "oov_buckets",
+                                             "hash_buckets", "size", "buckets", "max_values")}
+        if f.transform == "vocabulary" and params["oov_buckets"] is None:
+            params["oov_buckets"] = 1
+        features.append(Feature(
+            name=f.name, kind=f.kind, transform=f.transform, description=f.description,
+            dtype=raw_type(f.kind, f.dtype, f.transform) if f.kind == "categorical" else None,
+            **params))
+    v = raw.validation
 
-
-_VALIDATION_KEYS = ("thresholds", "extra_columns", "ranges", "allowed_values", "patterns",
-                    "drift")
-# Span-level bounds of the validation gate and their defaults (the generated ad-click logs'
-# values, also written out in feature_configs/generated.yaml). A rating log has a label
-# rate of 0.5 and a few hundred rows a day: its config says so, no override needed.
-THRESHOLDS = {
-    "min_rows": 1000, "max_rows": 50_000_000,        # rows of the span
-    "min_label_rate": 0.005, "max_label_rate": 0.2,  # share of positive labels
-    "max_null_rate": 0.2,                            # per numeric feature
-    "max_null_rate_increase": 0.05,                  # per numeric feature, vs previous span
-    "max_duplicate_rate": 0.02,                      # share of duplicated example ids
-    "max_rejected_rate": 0.001,                      # JSONL records the reader cannot use
-    "max_previous_overlap": 0.01,                    # ids also in the previous span
-    "max_row_ratio": 3.0,                            # rows within [avg / r, avg * r] of
-    "history_days": 7,                               # ... the last history_days spans
-    # What one part and one record may hold (retrain.common.record_limits): past
-    # these a part is refused or a record rejected, as bad data, in bounded memory.
-    "max_part_bytes": record_limits.DEFAULT_MAX_PART_BYTES,   # decompressed, per part
-    "max_value_bytes": record_limits.DEFAULT_MAX_VALUE_BYTES,  # per string value
-    "max_depth": record_limits.DEFAULT_MAX_DEPTH,              # nesting of a record
-    "max_parts_per_day": record_limits.DEFAULT_MAX_PARTS_PER_DAY,  # part files of a day
-}
-_INT_THRESHOLDS = ("min_rows", "max_rows", "history_days", "max_part_bytes",
-                   "max_value_bytes", "max_depth", "max_parts_per_day")
-_SHARE_THRESHOLDS = ("min_label_rate", "max_label_rate", "max_null_rate",
-                     "max_null_rate_increase", "max_duplicate_rate", "max_previous_overlap",
-                     "max_rejected_rate")
-_DRIFT_METRICS = {"categorical": ("js", "linf"), "numeric": ("psi", "ks")}
-
-
-def _number_or_none(v) -> bool:
-    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
-
-
-def _parse_validation(raw, features, label, example_id, declared: set,
-                      problems: _Problems) -> Validation:
-    """The `validation` section, entries sorted by column (order carries no meaning). A
-    rule on a feature that is itself invalid is skipped: that feature is reported."""
-    if raw is None:
-        return Validation()
-    if not isinstance(raw, Mapping):
-        problems.add("validation", f"must be a mapping, got {what(raw)}")
-        return Validation()
-    for key in sorted(set(raw) - set(_VALIDATION_KEYS), key=str):
-        problems.add(f"validation.{key_text(key)}",
-                     f"unknown key (allowed: {', '.join(_VALIDATION_KEYS)})")
-    sections = {}
-    for key in _VALIDATION_KEYS:
-        value = raw.get(key) or {}
-        if not isinstance(value, Mapping):
-            problems.add(f"validation.{key}", f"must be a mapping, got {what(value)}")
-            value = {}
-        sections[key] = value
-    thresholds = _parse_thresholds(sections["thresholds"], problems)
-    kinds = {k: t for k, t in ((example_id, "str"), (label, "int")) if isinstance(k, str)}
-    kinds.update({f.name: f.raw_type for f in features})
-    extra = []
-    for name, kind in sections["extra_columns"].items():
-        where = f"validation.extra_columns.{key_text(name)}"
-        if name in kinds:
-            problems.add(where, "is already a column of the config")
-        elif kind not in ("str", "int", "float"):
-            problems.add(where, f"kind must be str, int or float, got {word_text(kind)}")
-        else:
-            extra.append((name, kind))
-    kinds.update(dict(extra))
-
-    def known(section: str, column: str, allowed_kinds=None) -> bool:
-        if column not in kinds and column in declared:
-            return False                 # an invalid feature, reported above
-        if column not in kinds:
-            problems.add(f"validation.{section}.{key_text(column)}", "is not a column of the "
-                         f"config (columns: {words_text(sorted(kinds, key=str))})")
-            return False
-        if allowed_kinds and kinds[column] not in allowed_kinds:
-            problems.add(f"validation.{section}.{key_text(column)}",
-                         f"needs a {' or '.join(allowed_kinds)} column, it is {kinds[column]}")
-            return False
-        return True
-
-    ranges = []
-    for column, bounds in sections["ranges"].items():
-        if not known("ranges", column, ("int", "float")):
-            continue
-        if (not isinstance(bounds, (list, tuple)) or len(bounds) != 2
-                or not all(_number_or_none(b) for b in bounds) or bounds == [None, None]):
-            problems.add(f"validation.ranges.{column}", "must be [min, max] (numbers, one "
-                                                        f"may be null), got {what(bounds)}")
-            continue
-        ranges.append((column, bounds[0], bounds[1]))
-    allowed = []
-    for column, values in sections["allowed_values"].items():
-        if not known("allowed_values", column, ("str", "int")):
-            continue
-        if not isinstance(values, (list, tuple)) or not values:
-            problems.add(f"validation.allowed_values.{column}",
-                         f"must be a non-empty list, got {what(values)}")
-            continue
-        allowed.append((column, tuple(values)))
-    patterns = []
-    for column, regex in sections["patterns"].items():
-        if not known("patterns", column, ("str",)):
-            continue
-        try:
-            re.compile(regex)
-        except re.error as e:
-            at = f" (error at position {e.pos})" if e.pos is not None else ""
-            problems.add(f"validation.patterns.{column}", f"is not a regular expression{at}")
-            continue
-        except TypeError:
-            problems.add(f"validation.patterns.{column}", f"must be a regular expression "
-                                                          f"(a string), got {what(regex)}")
-            continue
-        patterns.append((column, regex))
-    drift = []
-    by_name = {f.name: f for f in features}
-    for name, rule in sections["drift"].items():
-        where = f"validation.drift.{key_text(name)}"
-        f = by_name.get(name)
-        if f is None and name in declared:
-            continue                     # an invalid feature, reported above
-        if f is None or f.kind not in _DRIFT_METRICS:
-            problems.add(where, "drift is measured on numeric and categorical features only")
-            continue
-        if not isinstance(rule, Mapping) or set(rule) - {"metric", "max", "severity"}:
-            problems.add(where, "must be {metric, max, severity}, got " + (
-                what(rule) if not isinstance(rule, Mapping) else "unknown key(s) " + ", ".join(
-                    key_text(k) for k in sorted(set(rule) - {"metric", "max", "severity"},
-                                                key=str))))
-            continue
-        metric, limit = rule.get("metric"), rule.get("max")
-        severity = rule.get("severity", "warning")
-        if metric not in _DRIFT_METRICS[f.kind]:
-            problems.add(where, f"metric of a {f.kind} feature must be one of "
-                                f"{_DRIFT_METRICS[f.kind]}, got {word_text(metric)}")
-        elif not _number_or_none(limit) or limit is None or limit < 0:
-            problems.add(where, f"max must be a number >= 0, got {number_text(limit)}")
-        elif severity not in ("error", "warning"):
-            problems.add(where, f"severity must be error or warning, got {word_text(severity)}")
-        else:
-            drift.append((name, metric, float(limit), severity))
-    return Validation(*(tuple(sorted(x, key=lambda e: e[0]))
-                        for x in (extra, ranges, allowed, patterns, drift, thresholds)))
-
-
-def _parse_gate(raw, problems: _Problems) -> GateDefaults:
-    """The `gate` section: whole numbers >= 0 for the evidence minimums."""
-    if raw is None:
-        return GateDefaults()
-    if not isinstance(raw, Mapping):
-        problems.add("gate", f"must be a mapping, got {what(raw)}")
-        return GateDefaults()
-    allowed = [f.name for f in dataclasses.fields(GateDefaults)]
-    values = {}
-    for key, value in raw.items():
-        if key not in allowed:
-            problems.add(f"gate.{key_text(key)}", f"unknown key (allowed: {', '.join(allowed)})")
-        elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            problems.add(f"gate.{key}", f"must be a whole number >= 0, got {number_text(value)}"
-                         if _number_or_none(value) else f"must be a whole number >= 0, got "
-                         f"{what(value)}")
-        else:
-            values[key] = value
-    return GateDefaults(**values)
-
-
-def _parse_thresholds(raw: Mapping, problems: _Problems) -> list[tuple[str, float]]:
-    out = []
-    for name, value in raw.items():
-        where = f"validation.thresholds.{key_text(name)}"
-        if name not in THRESHOLDS:
-            problems.add(where, f"unknown threshold (known: {', '.join(THRESHOLDS)})")
-        elif name in _INT_THRESHOLDS and (isinstance(value, bool) or not isinstance(value, int)
-                                          or value < (0 if name in ("min_rows", "max_rows") else 1)):
-            problems.add(where, f"must be a whole number >= 0, got {number_text(value)}")
-        elif name not in _INT_THRESHOLDS and (not _number_or_none(value) or value is None
-                                              or value < 0 or (name in _SHARE_THRESHOLDS
-                                                               and value > 1)):
-            problems.add(where, f"must be a number in [0, 1], got {number_text(value)}"
-                         if name in _SHARE_THRESHOLDS else f"must be a number >= 1, got "
-                         f"{number_text(value)}")
-        elif name == "max_row_ratio" and value < 1:
-            problems.add(where, f"must be a number >= 1, got {number_text(value)}")
-        else:
-            out.append((name, value))
-    merged = {**THRESHOLDS, **dict(out)}
-    for lo, hi in (("min_rows", "max_rows"), ("min_label_rate", "max_label_rate")):
-        if merged[lo] > merged[hi]:
-            problems.add(f"validation.thresholds.{lo}", f"{merged[lo]} is above {hi} "
-                                                        f"{merged[hi]}")
-    return out
+    def by_column(entries):
+        return tuple(sorted(entries, key=lambda e: e[0]))
+    validation = Validation(
+        extra_columns=by_column(v.extra_columns.items()),
+        ranges=by_column((c, lo, hi) for c, (lo, hi) in v.ranges.items()),
+        allowed_values=by_column((c, tuple(x)) for c, x in v.allowed_values.items()),
+        patterns=by_column(v.patterns.items()),
+        drift=by_column((n, r.metric, float(r.max), r.severity) for n, r in v.drift.items()),
+        thresholds=by_column(v.thresholds.given().items()))
+    m = raw.model
+    return FeatureConfig(
+        label=raw.label, example_id=raw.example_id or DERIVED_ID, features=tuple(features),
+        crosses=tuple(Cross(name=c.name, features=tuple(c.features),
+                            hash_buckets=c.hash_buckets, description=c.description)
+                      for c in raw.crosses),
+        slices=tuple(raw.slices),
+        model=ModelDefaults(deep_fields=tuple(m.deep_fields),
+                            count_features=tuple(m.count_features),
+                            id_l2=tuple((k, float(x)) for k, x in m.id_l2.items()),
+                            fm_fields=tuple(m.fm_fields)),
+        name=raw.name, description=raw.description, validation=validation,
+        gate=GateDefaults(raw.gate.min_eval_rows, raw.gate.min_eval_positives),
+        derived_id=raw.example_id is None)
 
 
 def _checked(data, source: str) -> FeatureConfig:

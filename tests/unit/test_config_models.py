@@ -103,3 +103,120 @@ def test_text_settings_stay_dataclasses_that_revalidate():
     exp = T.from_dict({"text": "t", "tasks": {"q": {"labels": ["a", "b"]}},
                        "gate": {"max_auc_drop": "5e-3"}})       # YAML 1.1 reads it as text
     assert exp.gate.max_auc_drop == 0.005
+
+
+# ------------------------------------------------------------------------ CTR feature config
+
+from components.ctr import feature_config as fc  # noqa: E402
+
+CTR_FINGERPRINTS = {
+    "example_user_logs.yaml":
+        "dd5162127cd046c191b3ade0000a22f2e611b82771be398477fdf492dc9f016b",
+    "generated.yaml": "fb3350ed50fb40f35348a51013e193b365a53d563e79e4ee957367fae9504a2c",
+}
+
+
+def test_bundled_feature_configs_keep_their_fingerprints():
+    found = {p.name: fc.load(p).fingerprint() for p in sorted(fc.PACKAGED_DIR.glob("*.yaml"))}
+    assert found == CTR_FINGERPRINTS
+    for p in fc.PACKAGED_DIR.glob("*.yaml"):          # and through the resolved JSON form
+        assert fc.from_dict(fc.load(p).to_dict()).fingerprint() == CTR_FINGERPRINTS[p.name]
+
+
+def _ctr_error(tmp_path, mutate) -> str:
+    import yaml
+    d = fc.load(fc.PACKAGED_DIR / "example_user_logs.yaml").to_dict()
+    mutate(d)
+    path = tmp_path / "features.yaml"
+    path.write_text(yaml.safe_dump(d))
+    with pytest.raises(ConfigError) as e:
+        fc.load(path)
+    assert isinstance(e.value, BadData) and e.value.__cause__ is None
+    msg = str(e.value)
+    assert msg.startswith(f"invalid feature config {path}: "), msg
+    return msg
+
+
+@pytest.mark.parametrize("mutate, line", [
+    (lambda d: d["gate"].update(min_eval_rowz=5) if "gate" in d else d.update(
+        gate={"min_eval_rowz": 5}),
+     "gate.min_eval_rowz: unknown key (allowed: min_eval_positives, min_eval_rows)"),
+    (lambda d: d["crosses"][0].update(buckets=4),
+     "crosses[0] 'country_x_device'.buckets: unknown key (allowed: description, features"),
+    (lambda d: d["validation"].update(drift={"country": {"metric": "js", "max": 0.2,
+                                                         "level": "error"}}),
+     "validation.drift.country.level: unknown key (allowed: max, metric, severity)"),
+])
+def test_ctr_unknown_key_names_file_and_key(tmp_path, mutate, line):
+    assert line in _ctr_error(tmp_path, mutate)
+
+
+@pytest.mark.parametrize("mutate, line", [
+    (lambda d: d["features"][2].update(top_k="many"),
+     "features[2] 'country'.top_k: must be an integer >= 1, got a string"),
+    (lambda d: d.update(slices="country"), "slices: must be a list of strings, got a string"),
+    (lambda d: d["crosses"][0].update(hash_buckets=2.5),
+     "crosses[0] 'country_x_device'.hash_buckets: must be an integer >= 1, got a number "
+     "with a fraction"),
+    (lambda d: d.update(gate={"min_eval_rows": True}),
+     "gate.min_eval_rows: must be an integer >= 0, got a boolean"),
+    (lambda d: d["model"].update(id_l2={"ad_id": "high"}),
+     "model.id_l2.ad_id: must be a number >= 0, got a string"),
+    (lambda d: d["validation"].update(ranges={"age": "0-120"}),
+     "validation.ranges.age: must be [min, max] (numbers, one may be null), got a string"),
+])
+def test_ctr_wrong_type_names_key_and_expected_type(tmp_path, mutate, line):
+    assert line in _ctr_error(tmp_path, mutate)
+
+
+@pytest.mark.parametrize("mutate, line", [
+    (lambda d: d["features"][1].update(buckets=1),
+     "features[1] 'age'.buckets: must be an integer >= 2, got 1"),
+    (lambda d: d["validation"].update(thresholds={"max_null_rate": 1.5}),
+     "validation.thresholds.max_null_rate: must be a number in [0, 1], got 1.5"),
+    (lambda d: d["validation"].update(thresholds={"min_rows": 10, "max_rows": 5}),
+     "validation.thresholds.min_rows: 10 is above max_rows 5"),
+    (lambda d: d.update(gate={"min_eval_positives": -1}),
+     "gate.min_eval_positives: must be an integer >= 0, got -1"),
+])
+def test_ctr_out_of_range_names_key_and_rule(tmp_path, mutate, line):
+    assert line in _ctr_error(tmp_path, mutate)
+
+
+def test_ctr_rules_between_sections_run_beside_field_errors(tmp_path):
+    def mutate(d):
+        d["features"][0]["kind"] = "numerical"                  # an entry's own problem
+        d["features"][2]["oov_buckets"] = 0                     # a field's bound
+        d["crosses"][0]["features"] = ["country", "nope"]       # a name no feature has
+        d["model"]["deep_fields"] = ["dwell_time"]              # invalid feature: not named
+        d["slices"] = ["age"]                                   # numeric, not categorical
+    msg = _ctr_error(tmp_path, mutate)
+    assert "4 problem(s)" in msg, msg
+    for line in ("features[0] 'dwell_time': unknown kind 'numerical'",
+                 "features[2] 'country'.oov_buckets: must be an integer >= 1, got 0",
+                 "crosses[0] 'country_x_device'.features: unknown feature 'nope'",
+                 "slices[0]: 'age' is numeric; slices must be categorical"):
+        assert line in msg, line
+
+
+def test_ctr_errors_never_echo_a_value(tmp_path):
+    def mutate(d):
+        d["name"] = [PLANTED]
+        d["features"][0]["kind"] = f"{PLANTED} kind"
+        d["features"][2]["top_k"] = {"k": PLANTED}
+        d["crosses"][0]["features"] = ["country", f"{PLANTED} x"]
+        d["validation"]["patterns"] = {"event_id": f"({PLANTED}"}
+        d["validation"]["thresholds"] = {"max_row_ratio": PLANTED}
+        d["model"]["id_l2"] = {"ad_id": [PLANTED]}
+        d["gate"] = {"min_eval_rows": f"{PLANTED}"}
+    msg = _ctr_error(tmp_path, mutate)
+    for line in ("name: must be a string, got a list of 1 item(s)",
+                 "features[0] 'dwell_time': unknown kind <a string that is not a short name>",
+                 "features[2] 'country'.top_k: must be an integer >= 1, got a mapping",
+                 "unknown feature <a string that is not a short name>",
+                 "validation.patterns.event_id: is not a regular expression",
+                 "validation.thresholds.max_row_ratio: must be a number >= 1, got a string",
+                 "model.id_l2.ad_id: must be a number >= 0, got a list of 1 item(s)",
+                 "gate.min_eval_rows: must be an integer >= 0, got a string"):
+        assert line in msg, (line, msg)
+    assert PLANTED not in msg, msg

@@ -118,11 +118,11 @@ def _problems(d) -> str:
     (lambda d: d["features"][1].pop("buckets"),
      "features[1] 'age': missing required parameter 'buckets' for bucketize"),
     (lambda d: d["features"][1].update(buckets=1),
-     "features[1] 'age': buckets must be an integer >= 2, got 1"),
+     "features[1] 'age'.buckets: must be an integer >= 2, got 1"),
     (lambda d: d["features"][2].update(top_k="many"),
-     "features[2] 'country': top_k must be an integer >= 1, got a string"),   # type only
+     "features[2] 'country'.top_k: must be an integer >= 1, got a string"),   # type only
     (lambda d: d["features"][2].update(topk=10),
-     "features[2] 'country': unknown parameter 'topk' for categorical/vocabulary"),
+     "features[2] 'country'.topk: unknown key (allowed: buckets, description, dtype"),
     (lambda d: d["features"][4].update(top_k=10),
      "features[4] 'ad_id': unknown parameter 'top_k' for categorical/hash"),
     (lambda d: d["features"][6].pop("max_values"),
@@ -136,7 +136,7 @@ def _problems(d) -> str:
     (lambda d: d.update(example_id="clicked"),
      "example_id: is the same column as the label ('clicked')"),
     (lambda d: d["features"][3].update(name="bad name"),
-     "features[3]: name must match"),          # a name that is not a word is not shown
+     "features[3].name: must match"),          # a name that is not a word is not shown
     (lambda d: d["crosses"][0].update(features=["country", "devic"]),
      "crosses[0] 'country_x_device'.features: unknown feature 'devic'"),
     (lambda d: d["crosses"][0].update(features=["country", "tags"]),
@@ -144,7 +144,7 @@ def _problems(d) -> str:
     (lambda d: d["crosses"][0].update(features=["country"]),
      "crosses[0] 'country_x_device'.features: a cross needs at least 2 features"),
     (lambda d: d["crosses"][0].pop("hash_buckets"),
-     "crosses[0] 'country_x_device': missing required parameter 'hash_buckets'"),
+     "crosses[0] 'country_x_device'.hash_buckets: is required but missing"),
     (lambda d: d.update(slices=["country", "continent"]),
      "slices[1]: unknown column 'continent'"),
     (lambda d: d.update(slices=["dwell_time"]),
@@ -157,9 +157,10 @@ def _problems(d) -> str:
      "model.fm_fields: 'tags' is multi-valued"),
     (lambda d: d["model"].update(fm_fields=["country"]),
      "model.fm_fields: crosses pairs of fields: name two or more"),
-    (lambda d: d["model"].update(fm_dim=8), "model.fm_dim: unknown key (allowed: deep_fields"),
+    (lambda d: d["model"].update(fm_dim=8), "model.fm_dim: unknown key (allowed: count_features, deep_fields"),
     (lambda d: d.update(labels="x"), "labels: unknown key"),
-    (lambda d: d.pop("label"), "label: must be a column name"),
+    (lambda d: d.pop("label"), "label: is required but missing"),
+    (lambda d: d.update(label=7), "label: must be a column name"),
     (lambda d: d.update(features=[]), "features: must be a non-empty list"),
 ])
 def test_each_invalid_config_names_its_location(mutate, expected):
@@ -182,7 +183,7 @@ def test_all_problems_are_reported_at_once(tmp_path):
     message = str(e.value)
     assert message.startswith(f"invalid feature config {path}: 4 problem(s):")
     for part in ("features[0] 'dwell_time': unknown kind 'numerical'",
-                 "features[2] 'country': oov_buckets must be an integer >= 1, got 0",
+                 "features[2] 'country'.oov_buckets: must be an integer >= 1, got 0",
                  "crosses[0] 'country_x_device'.features: unknown feature 'nope'",
                  "slices[0]: unknown column 'nowhere'"):
         assert part in message
@@ -288,13 +289,13 @@ def test_unknown_keys_are_named_and_values_never_shown():
     message = _problems(d)
     for place in ("surprise_key: unknown key", "model.password: unknown key",
                   "<a key that is not a short name, not shown>: unknown key",
-                  "validation.thresholds.token: unknown threshold",
+                  "validation.thresholds.token: unknown key (allowed: history_days",
                   "validation.thresholds.min_rows: must be a whole number >= 0, got a string",
                   "validation.patterns.event_id: is not a regular expression (error at "
                   "position 0)",
-                  "features[0] 'dwell_time': unknown parameter 'secret_param'",
-                  "features[2] 'country': top_k must be an integer >= 1, got a list of 1",
-                  "dtype must be 'str' or 'int', got <a string that is not a short name>",
+                  "features[0] 'dwell_time'.secret_param: unknown key",
+                  "features[2] 'country'.top_k: must be an integer >= 1, got a list of 1",
+                  "dtype: must be one of 'str', 'int', got <a string that is not a short name>",
                   "description: must be a string, got a mapping",
                   "slices[0]: unknown column <a string that is not a short name>"):
         assert place in message, place
