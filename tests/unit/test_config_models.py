@@ -220,3 +220,43 @@ def test_ctr_errors_never_echo_a_value(tmp_path):
                  "gate.min_eval_rows: must be an integer >= 0, got a string"):
         assert line in msg, (line, msg)
     assert PLANTED not in msg, msg
+
+
+# ------------------------------------------------------------------------ the manual's schemas
+
+def _generator():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "scripts" / "gen_config_schema.py"
+    spec = importlib.util.spec_from_file_location("gen_config_schema", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_committed_config_schemas_are_the_models():
+    generated = _generator().schemas()
+    assert {p.name for p in generated} == {"feature-config.schema.json",
+                                           "text-config.schema.json"}
+    for path, text in generated.items():
+        assert path.exists(), f"{path} missing: run scripts/gen_config_schema.py"
+        assert path.read_text(encoding="utf-8") == text, (
+            f"{path.name} is out of date: run scripts/gen_config_schema.py")
+
+
+def test_the_schemas_describe_the_bundled_configs():
+    """What the manual says a file may hold, the bundled files hold (a small check of the
+    schema's sense: keys, required keys, no extra keys at the top level)."""
+    import yaml
+    generated = {p.name: json.loads(t) for p, t in _generator().schemas().items()}
+    for name, folder in (("feature-config.schema.json", fc.PACKAGED_DIR),
+                         ("text-config.schema.json", T.PACKAGED_DIR)):
+        schema = generated[name]
+        assert schema["additionalProperties"] is False
+        for path in folder.glob("*.yaml"):
+            data = yaml.safe_load(path.read_text())
+            assert set(data) <= set(schema["properties"]), path
+            assert set(schema.get("required", [])) <= set(data), path
+    ctr = generated["feature-config.schema.json"]
+    assert ctr["$defs"]["FeatureFile"]["properties"]["top_k"]["anyOf"][0] == {
+        "minimum": 1, "type": "integer"}
