@@ -14,7 +14,6 @@ found above its `max_` by the `max_` key's validator).
 """
 from __future__ import annotations
 
-import dataclasses
 import types
 import typing
 from typing import Any, Callable, Literal
@@ -24,8 +23,10 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from retrain.common.run_inputs import key_text, number_text, what, word_text
+from retrain.common.run_inputs import is_word, key_text, number_text, what, word_text
 
+_PLURALS = (("an integer", "integers"), ("a number", "numbers"), ("a string", "strings"),
+            ("true or false", "booleans"), ("a mapping", "mappings"))
 _BOUNDS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal",
            "finite_number")
 _MISSING = object()
@@ -131,11 +132,11 @@ def expected(tp, meta) -> str:
     if origin is Literal:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
     if origin in (list, tuple):
-        item, item_meta = _unwrap(typing.get_args(tp)[0])
-        return f"a list of {expected(item, item_meta).removeprefix('a ').removeprefix('an ')}" \
-            .replace("list of integer", "list of integers") \
-            .replace("list of number", "list of numbers") \
-            .replace("list of string", "list of strings")
+        item = expected(*_unwrap(typing.get_args(tp)[0]))
+        for one, many in _PLURALS:
+            if item.startswith(one):
+                return "a list of " + many + item[len(one):]
+        return "a list"
     if origin is dict or _fields(tp) is not None:
         return "a mapping"
     return "a value of another type"
@@ -157,7 +158,9 @@ def problems(error: ValidationError, root: type,
     for err in error.errors():
         loc = tuple(p for p in err["loc"] if p != "[key]")
         ctx = err.get("ctx") or {}
-        if err["type"] == "rule":
+        if "[key]" in err["loc"] and err["type"] != "rule":
+            line = f"{place(loc)}: a key here must be a name (a string), got {_shown(err)}"
+        elif err["type"] == "rule":
             if "at" in ctx:
                 loc = loc[:-1] + (ctx["at"],)
             elif ctx.get("up"):
@@ -170,7 +173,7 @@ def problems(error: ValidationError, root: type,
             fields = _fields(owner) or {}
             line = f"{place(loc)}: unknown key (allowed: {', '.join(sorted(fields))})"
         elif err["type"] in ("invalid_key",):
-            line = f"{place(loc)}: keys must be names (strings)"
+            line = f"{place(loc)}: a key here must be a name (a string)"
         elif err["type"] == "missing":
             line = f"{place(loc)}: is required but missing"
         else:
@@ -181,16 +184,21 @@ def problems(error: ValidationError, root: type,
     return out
 
 
-def dotted(loc: tuple) -> str:
-    """`tasks.sentiment.labels`, `bucket_boundaries[0]`: a place as the text config names it."""
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + key_text(part)
-    return out or "(top level)"
-
-
-def fields_of(cls) -> tuple[str, ...]:
-    """The keys a model or (pydantic) dataclass takes."""
-    fields = _fields(cls)
-    return tuple(fields) if fields is not None else tuple(
-        f.name for f in dataclasses.fields(cls))
+def place_in(data, named: tuple[str, ...] = ()) -> Callable[[tuple], str]:
+    """How a place in the file `data` is named: `tasks.sentiment.labels`, `slices[1]` (a
+    list index), and for an entry of a list in `named`, its name when that is a short word
+    (`features[2] 'country'.top_k`). A key that is not a short word is not shown."""
+    def place(loc: tuple) -> str:
+        out, node = "", data
+        for depth, part in enumerate(loc):
+            if isinstance(part, int) and isinstance(node, list):
+                out += f"[{part}]"
+                node = node[part] if 0 <= part < len(node) else None
+                if depth == 1 and loc[0] in named and isinstance(node, dict) \
+                        and is_word(node.get("name")):
+                    out += f" {word_text(node['name'])}"
+            else:
+                out += ("." if out else "") + key_text(part)
+                node = node.get(part) if isinstance(node, dict) else None
+        return out or "(top level)"
+    return place

@@ -58,10 +58,10 @@ from typing import Any, Mapping
 
 from pydantic import ValidationError
 
-from components.config_errors import problems
+from components.config_errors import place_in, problems
 from components.ctr.feature_config_model import (  # noqa: F401  (re-exported)
     DERIVED_ID, DRIFT_METRICS, INT_THRESHOLDS, KINDS, NAME, PARAM_MIN, RAW_TYPES,
-    SHARE_THRESHOLDS, THRESHOLDS, TRANSFORM_PARAMS, FeatureConfigFile, place_in, raw_type)
+    SHARE_THRESHOLDS, THRESHOLDS, TRANSFORM_PARAMS, FeatureConfigFile, raw_type)
 from retrain.common import record_limits
 from retrain.common.errors import ConfigError
 from retrain.common.run_inputs import parse_config_text, read_config_file
@@ -387,7 +387,7 @@ def from_dict(d: Mapping[str, Any], source: str = "") -> FeatureConfig:
     try:
         raw = FeatureConfigFile.model_validate(d)
     except ValidationError as e:
-        found = problems(e, FeatureConfigFile, place_in(d))
+        found = problems(e, FeatureConfigFile, place_in(d, ("features", "crosses")))
         head = f"invalid feature config{' ' + source if source else ''}"
         raise ConfigError(f"{head}: {len(found)} problem(s):\n  - "
                           + "\n  - ".join(found)) from None

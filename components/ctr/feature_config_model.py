@@ -20,8 +20,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationE
 
 from components.config_errors import fail, rule
 from retrain.common import record_limits
-from retrain.common.run_inputs import (is_word, key_text, number_text, what, word_text,
-                                          words_text)
+from retrain.common.run_inputs import number_text, what, word_text, words_text
 
 KINDS: dict[str, tuple[str, ...]] = {
     "numeric": ("zscore", "log_zscore", "bucketize"),
@@ -541,22 +540,3 @@ def raw_type(kind: str, dtype: str | None, transform: str) -> str:
     if kind == "text":
         return "str"
     return dtype or ("int" if transform == "identity" else "str")
-
-
-def place_in(data) -> Any:
-    """How a place in the file is named: `features[2] 'country'.top_k` (an entry of the
-    features or crosses list carries its name when that is a short word)."""
-    def place(loc: tuple) -> str:
-        out, node = "", data
-        for depth, part in enumerate(loc):
-            if isinstance(part, int):
-                out += f"[{part}]"
-                node = node[part] if isinstance(node, list) and 0 <= part < len(node) else None
-                if depth == 1 and loc[0] in ("features", "crosses") and isinstance(node, dict) \
-                        and is_word(node.get("name")):
-                    out += f" {word_text(node['name'])}"
-            else:
-                out += ("." if out else "") + key_text(part)
-                node = node.get(part) if isinstance(node, dict) else None
-        return out or "(top level)"
-    return place

@@ -42,7 +42,7 @@ import pydantic
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
                       ValidationInfo, field_validator)
 
-from components.config_errors import dotted, problems, rule
+from components.config_errors import place_in, problems, rule
 from retrain.common.errors import ConfigError
 from retrain.common.record_limits import DEFAULT_MAX_PARTS_PER_DAY, RecordLimits
 from retrain.common.run_inputs import read_config_file, what, word_text, words_text
@@ -445,7 +445,7 @@ def from_dict(data: Any, source: str = "") -> TextConfig:
     try:
         raw = TextConfigFile.model_validate(data)
     except ValidationError as e:
-        found = problems(e, TextConfigFile, dotted)
+        found = problems(e, TextConfigFile, place_in(data))
         raise ConfigError(f"text config {source or '(text)'} has {len(found)} problem(s):\n  "
                           + "\n  ".join(found)) from None
     tasks = tuple(Task(name=name, label_column=t.label_column or name, labels=tuple(t.labels),
