@@ -54,7 +54,7 @@ from apache_beam.options.pipeline_options import SetupOptions
 from beam_jobs import runner
 from beam_jobs.metrics import counters as beam_counters
 from beam_jobs import arrow_coder  # noqa: F401  (registers the RecordBatch coder)
-from beam_jobs import output_commit
+from components import output_commit
 from beam_jobs.tfrecord_shards import WRITERS, WriteTransformedShards
 from beam_jobs.tfrecord_writer import DEFAULT_GZIP_LEVEL, ISAL_MAX_LEVEL
 from retrain.common import rawfiles, tf_keras_env

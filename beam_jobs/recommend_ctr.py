@@ -34,11 +34,11 @@ from apache_beam.options.pipeline_options import SetupOptions
 
 from beam_jobs import runner
 from beam_jobs.metrics import counters as beam_counters
+from components.ctr.recommend_layout import ITEMS_FILE, USERS_DIR
 
 log = logging.getLogger(__name__)
 
 NAMESPACE = "retrain.recommend_ctr"
-USERS_DIR, ITEMS_FILE = "users", "items.parquet"
 PROGRESS_GLOB, PROGRESS_WRITE_SECONDS = "worker-*.json", 1.0
 
 

@@ -60,7 +60,7 @@ def loop(inputs: Path, model_dir: str, layout, k: int, out: Path) -> None:
     """The plain loop (run by `--as-loop` in its own process); writes its rows as JSON."""
     import pyarrow.parquet as pq
 
-    from beam_jobs.recommend_ctr import ITEMS_FILE, USERS_DIR
+    from components.ctr.recommend_layout import ITEMS_FILE, USERS_DIR
     from components.ctr.recommend_scoring import PairScorer
 
     scorer = PairScorer(model_dir, pq.read_table(inputs / ITEMS_FILE), layout, k)
@@ -117,7 +117,7 @@ def main(argv=None) -> dict:
 
     import pyarrow.parquet as pq
 
-    from beam_jobs.recommend_ctr import ITEMS_FILE, USERS_DIR
+    from components.ctr.recommend_layout import ITEMS_FILE, USERS_DIR
     from components.ctr import feature_config
     from components.ctr import recommend_inputs as I
     from components.ctr.recommend_scoring import PairLayout

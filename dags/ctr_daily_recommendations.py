@@ -14,4 +14,4 @@ from retrain.orchestration.families import CTR
 from retrain.orchestration.recommend_dag import make_recommend_dag
 
 ctr_daily_recommendations = make_recommend_dag(CTR)
-ctr_daily_recommendations().is_paused_upon_creation = False
+ctr_daily_recommendations()

@@ -29,11 +29,12 @@ import sys
 import time
 from pathlib import Path
 
+from components.ctr.recommend_layout import INPUTS_DIR, ITEMS_FILE, USERS_DIR
 from retrain.common.step import main
 
 log = logging.getLogger("retrain.recommend")
 
-SUMMARY_FILE, INPUTS_DIR = "summary.json", "inputs"
+SUMMARY_FILE = "summary.json"
 PROGRESS_DIR = "_progress"     # the workers' counts while the job runs; removed after
 
 
@@ -107,7 +108,7 @@ def run(spec: RecommendSpec) -> dict:
     import pyarrow.parquet as pq
 
     from beam_jobs import recommend_ctr
-    from beam_jobs.output_commit import output_commit
+    from components.output_commit import output_commit
     from components.ctr import feature_config
     from components.ctr import recommend_inputs as I
     from components.ctr import recommend_roles as R
@@ -153,11 +154,11 @@ def run(spec: RecommendSpec) -> dict:
     log.info("scoring %d users active in %s..%s against %d candidate items (pool %s)",
              users.num_rows, days[0], days[-1], pool.num_rows, spec.pool)
     with output_commit(spec.output_dir) as tmp:
-        shard_dir = Path(tmp) / INPUTS_DIR / recommend_ctr.USERS_DIR
+        shard_dir = Path(tmp) / INPUTS_DIR / USERS_DIR
         shard_dir.mkdir(parents=True)
         for i, shard in enumerate(I.shards(users, user_col, spec.num_shards)):
             pq.write_table(shard, shard_dir / f"part-{i:05d}.parquet")
-        pq.write_table(pool, Path(tmp) / INPUTS_DIR / recommend_ctr.ITEMS_FILE)
+        pq.write_table(pool, Path(tmp) / INPUTS_DIR / ITEMS_FILE)
         progress_dir = Path(tmp) / PROGRESS_DIR
         progress_dir.mkdir()
         with Progress(total, lambda: recommend_ctr.pairs_done(progress_dir),

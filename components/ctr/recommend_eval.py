@@ -16,7 +16,8 @@ import logging
 import sys
 from pathlib import Path
 
-from components.ctr.recommend import INPUTS_DIR, SUMMARY_FILE
+from components.ctr.recommend import SUMMARY_FILE
+from components.ctr.recommend_layout import INPUTS_DIR, ITEMS_FILE, USERS_DIR
 from retrain.common.step import main
 
 log = logging.getLogger("retrain.recommend")
@@ -35,7 +36,6 @@ def _scores_of(folder: Path, summary: dict, users: set[str]) -> dict[str, dict[s
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from beam_jobs.recommend_ctr import ITEMS_FILE, USERS_DIR
     from components.ctr.recommend_scoring import PairLayout, PairScorer
 
     layout = PairLayout.from_dict(summary["layout"])
@@ -55,7 +55,6 @@ def evaluate(spec: EvaluateSpec) -> dict:
     """Precision/recall@K of a partition against `day`'s clicks, beside popularity."""
     import pyarrow.parquet as pq
 
-    from beam_jobs.recommend_ctr import ITEMS_FILE
     from components.ctr import feature_config, rawdata
     from components.ctr.recommend_inputs import CLICKS
     from components.ctr.recommend_quality import quality

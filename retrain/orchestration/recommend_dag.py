@@ -39,9 +39,11 @@ def recommend_params() -> dict[str, Param]:
         "pool": Param("window", enum=["window", "top_per_category"],
                       description="Candidates: items seen in those days, or the most "
                                   "clicked items of each category."),
-        "pool_size": Param(0, type="integer", minimum=0,
-                           description="window: keep the M most shown items (0: all); "
-                                       "top_per_category: M per category."),
+        "pool_size": Param(1000, type="integer", minimum=0,
+                           description="window: keep the M most shown items (0: all, "
+                                       "which on a large catalogue means every user x every "
+                                       "item: hours on one machine); top_per_category: M "
+                                       "per category."),
         "exclude_seen": Param(False, type="boolean",
                               description="Never recommend an item the user was shown in "
                                           "those days."),
@@ -51,14 +53,30 @@ def recommend_params() -> dict[str, Param]:
                             description="User shards: the unit of parallel work."),
         "beam_workers": Param(1, type="integer", minimum=1, maximum=64,
                               description="Local Beam worker processes (DirectRunner)."),
-        "user_column": Param("user_id", type="string", minLength=1),
-        "item_column": Param("item_id", type="string", minLength=1),
-        "item_columns": Param(["category_id", "price", "item_age_days"], type="array",
-                              items={"type": "string"},
-                              description="Item-side model inputs besides the item id."),
-        "category_column": Param("category_id", type="string", minLength=1),
-        "context": Param({"position": 1}, type="object",
-                         description="Inputs every pair gets, e.g. the slot shown in."),
+        "max_users": Param(0, type="integer", minimum=0,
+                           description="Score only the N most active users (0: every "
+                                       "active user)."),
+        "progress_seconds": Param(30, type="number", minimum=0,
+                                  description="A progress line (done, rate, ETA) in the task "
+                                              "log this often; 0: none."),
+        # Empty: derived from the published model's feature config and the window
+        # (components/ctr/recommend_roles.py), so a user's own columns need no edit here.
+        "user_column": Param(None, type=["null", "string"], minLength=1,
+                             description="User id column. Empty: from the model's feature "
+                                         "config."),
+        "item_column": Param(None, type=["null", "string"], minLength=1,
+                             description="Item id column. Empty: from the model's feature "
+                                         "config."),
+        "item_columns": Param(None, type=["null", "array"], items={"type": "string"},
+                              description="Item-side model inputs besides the item id. "
+                                          "Empty: the columns the item decides in the "
+                                          "window."),
+        "category_column": Param(None, type=["null", "string"], minLength=1,
+                                 description="Item category (top_per_category pools). "
+                                             "Empty: derived."),
+        "context": Param(None, type=["null", "object"],
+                         description="Inputs every pair gets, e.g. the slot shown in. "
+                                     "Empty: each context column's most common value."),
     }
 
 
@@ -69,6 +87,8 @@ def make_recommend_dag(family: Family):
 
     @dag(dag_id=DAG_ID, schedule=[model_asset], start_date=DAILY["start_date"],
          catchup=False, max_active_runs=1, default_args=DAILY["default_args"],
+         # Active from its first parse: asset-scheduled, it cannot run before a publish.
+         is_paused_upon_creation=False,
          tags=[family.name, "recommendations"], doc_md=__doc__, params=recommend_params())
     def recommendations():
         @task(execution_timeout=limit["which_model"])
@@ -123,7 +143,8 @@ def make_recommend_dag(family: Family):
                     **{k: params[k] for k in ("active_days", "pool", "pool_size", "k",
                                               "num_shards", "user_column", "item_column",
                                               "item_columns", "category_column", "context",
-                                              "exclude_seen", "beam_workers")}}
+                                              "exclude_seen", "beam_workers", "max_users",
+                                              "progress_seconds")}}
             flags = beam_flags(settings().beam_args)
             if flags:
                 spec["beam_args"] = list(flags)

@@ -408,7 +408,7 @@ def test_the_marker_commit_writes_the_same_output_without_a_rename(home, preproc
     job writes into an attempt folder that <output>/_SUCCESS names, with the same rows as the
     rename commit; a later run that fails leaves the committed attempt as it was."""
     from beam_jobs import preprocess_ctr
-    from beam_jobs import output_commit
+    from components import output_commit
     from retrain.common.rawfiles import ChangedWhileRead
 
     out = tmp_path / "pre"

@@ -12,7 +12,7 @@ import pytest
 from apache_beam.io.filesystem import FileMetadata, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs import output_commit as oc
+from components import output_commit as oc
 
 _OBJECTS: dict[str, bytes] = {}
 
