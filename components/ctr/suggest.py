@@ -11,7 +11,7 @@ The bounds must hold on every day read, judged as validation judges them: the la
 rate with `validation_rules.label_rate_off` (a day too small to tell is not judged), so a
 quiet feed's one-row days neither fail the config nor widen its bounds to [0, 1]. A
 column read as the event time (`Column.event_time`) is declared, never a feature; a
-column whose name cannot be a feature's is declared too. Stdlib only.
+column whose name cannot be a feature's is declared too. The standard library and the config models (pydantic) only.
 """
 from __future__ import annotations
 

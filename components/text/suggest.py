@@ -7,7 +7,8 @@ Why a module of the family: which keys and bounds exist is `task_config`'s contr
 the suggester lives beside it and its output is checked with `task_config.load` (by the
 command) before it is written. The profile comes from `retrain.config_suggest.profile`
 (duck-typed here). A column read as the rows' event time (`Column.event_time`) is never
-the text, a task or the id. Stdlib only.
+the text, a task or the id. The standard library and the config models (pydantic)
+only.
 """
 from __future__ import annotations
 
