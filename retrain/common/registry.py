@@ -40,112 +40,37 @@ refused even for an identical model), so two pushes of one candidate at once sti
 one version. Stdlib only.
 """
 from __future__ import annotations
+from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import fcntl
 import json
 import os
-import re
 import shutil
-import stat
 import logging
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
 from retrain.common import digests
-from retrain.common.atomic import read_json, write_json
-from retrain.common.errors import BadData
+from retrain.common.atomic import write_json
+# The registry's parts, importable from here as before: its layout and errors, the
+# verification of published files, reading, doctor and check.
+from retrain.common.registry_doctor import RegistryDoctor
+from retrain.common.registry_integrity import (DAMAGED, INTACT, UNRECORDED,  # noqa: F401
+                                               _integrity, _model_digest, model_digest,
+                                               verify_model_dir)
+from retrain.common.registry_layout import (ANY, ARCHIVED, CANDIDATE,  # noqa: F401
+                                            CONTENT_KEY, CURRENT_FILE, DAMAGED_FILE,
+                                            FINGERPRINT_FILE, LOCK_FILE, META_FILE,
+                                            MODEL_DIGEST_KEY, PUBLISHED, PUBLISHED_OUTCOME,
+                                            RESERVED_KEYS, SAVED_MODEL_FILE, STAGES,
+                                            STALE_TMP_SECONDS, STANDARD_KEYS, TMP_PREFIX,
+                                            UNCHANGED_OUTCOME, _VERSION_RE, _AnyCurrent,
+                                            ModelTampered, NotFound, RegistryBroken,
+                                            StaleBaseline, _now, default_who)
 
 log = logging.getLogger("retrain.registry")
-
-
-class RegistryBroken(BadData, ValueError):
-    """The registry's own files are damaged: no publish guesses which version is live."""
-
-
-class ModelTampered(BadData, ValueError):
-    """A published version's files differ from the digests recorded when it was published
-    (replaced, truncated, added, removed), or its meta cannot be read: it is not loaded,
-    rolled back to or served. Not retried: a person restores or republishes it."""
-
-    def __init__(self, model: str, version: int | str, problems: list[str],
-                 vdir: Path | None = None) -> None:
-        self.model, self.version, self.problems = model, version, list(problems)
-        where = f" ({vdir})" if vdir else ""
-        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more"
-                                            if len(problems) > 5 else "")
-        super().__init__(
-            f"model {model!r} version {version}{where} fails verification against what was "
-            f"recorded when it was published: {shown}. Refusing to use it; "
-            f"`retrain registry doctor {model}` lists damaged versions (`--repair` points "
-            f"CURRENT at an intact one)")
-
-
-class StaleBaseline(BadData):
-    """The candidate was evaluated against a model that is no longer current (a rollback or
-    another publish changed CURRENT since): the publish is refused, never applied. Not
-    retried: only a fresh evaluation against the current model can decide."""
-
-    def __init__(self, model: str, expected: int | None, current: int | None) -> None:
-        self.model, self.expected, self.current = model, expected, current
-        super().__init__(
-            f"refusing to publish model {model!r}: the candidate was evaluated against a "
-            f"model that is no longer current (expected current: {_version_words(expected)}; "
-            f"actual current: {_version_words(current)}; a rollback or another publish "
-            f"changed it since). Nothing was published; evaluate the candidate again "
-            f"against the current model (clear the run's evaluate task) for a fresh verdict")
-
-
-def _version_words(version: int | None) -> str:
-    return "no published version" if version is None else f"version {version}"
-
-
-class _AnyCurrent:
-    """Type of `ANY`: publish with no compare-and-swap check."""
-
-    def __repr__(self) -> str:
-        return "registry.ANY"
-
-
-# expect_current=ANY: publish whatever is current (no check). Callers that decided against
-# a published model pass its version instead (design rule 20).
-ANY = _AnyCurrent()
-
-META_FILE = "retrain_meta.json"
-CURRENT_FILE = "CURRENT"
-DAMAGED_FILE = "DAMAGED.json"
-CONTENT_KEY = "content"      # {"digest", "files": {path: {"sha256", "size"}}} at publish
-MODEL_DIGEST_KEY = "model_digest"   # what "the same model" is compared by (model_digest)
-LOCK_FILE = ".lock"
-TMP_PREFIX = ".tmp-"
-SAVED_MODEL_FILE = "saved_model.pb"
-# TensorFlow's own fingerprint of a SavedModel (every save since TF 2.12): a random UUID
-# plus hashes of the other files; not part of model_digest.
-FINGERPRINT_FILE = "fingerprint.pb"
-PUBLISHED_OUTCOME, UNCHANGED_OUTCOME = "published", "unchanged"
-CANDIDATE, PUBLISHED, ARCHIVED = "candidate", "published", "archived"
-STAGES = (CANDIDATE, PUBLISHED, ARCHIVED)
-STALE_TMP_SECONDS = 3600
-
-# Keys the registry owns; callers' metadata may not set them.
-RESERVED_KEYS = frozenset({"model_name", "version", "stage", "created_at", "history",
-                           CONTENT_KEY, MODEL_DIGEST_KEY})
-# Keys every meta file has (None when the caller did not give them).
-STANDARD_KEYS = ("metrics", "data_span", "run_id", "dag_id", "code_version", "gate",
-                 "source_model_uri")
-
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_VERSION_RE = re.compile(r"^[1-9][0-9]*$")
-
-
-class NotFound(KeyError):
-    """Unknown model or version. A KeyError whose str() is the plain message."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 def _copy_savedmodel(src: Path, dst: Path) -> None:
@@ -156,90 +81,18 @@ def _copy_savedmodel(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, dirs_exist_ok=True)
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def default_who() -> str:
-    return os.environ.get("USER") or "unknown"
-
-
 def _jsonable(obj: Any) -> Any:
     """What the meta file will hold, so the dict we return equals the dict on disk."""
     return json.loads(json.dumps(obj, default=str))
 
 
-class Registry:
+class Registry(RegistryDoctor):
     """Versioned models under one root. Safe for concurrent publishers on one filesystem
-    with working `flock` (local disk; not most NFS mounts)."""
+    with working `flock` (local disk; not most NFS mounts).
 
-    def __init__(self, root: str | os.PathLike) -> None:
-        self.root = Path(root)
-
-    # ---------------------------------------------------------------- reading
-
-    def models(self) -> list[str]:
-        if not self.root.is_dir():
-            return []
-        return sorted(p.name for p in self.root.iterdir()
-                      if p.is_dir() and _NAME_RE.match(p.name))
-
-    def model_path(self, name: str, version: int) -> Path:
-        vdir = self._version_dir(name, version)
-        if not vdir.is_dir():
-            raise NotFound(self._no_version_msg(name, version))
-        return vdir
-
-    def get(self, name: str, version: int) -> dict:
-        vdir = self.model_path(name, version)
-        meta = self._read_meta(vdir)
-        if meta is None:
-            raise ValueError(f"model {name!r} version {version} is incomplete: no readable "
-                             f"{META_FILE} in {vdir} (run `retrain registry check {name}`)")
-        return meta
-
-    def list_versions(self, name: str) -> list[dict]:
-        """Metas of all versions with a readable meta file, oldest first."""
-        self._require_model(name)
-        out = []
-        for _, vdir in sorted(self._version_dirs(name).items()):
-            meta = self._read_meta(vdir)
-            if meta is not None:
-                out.append(meta)
-        return out
-
-    def current_version(self, name: str) -> int | None:
-        """The version CURRENT names, or None (unknown model or nothing published)."""
-        mdir = self._model_dir(name)
-        return self._read_current(mdir)
-
-    def current(self, name: str) -> dict | None:
-        """Meta of the published version; None if the model has never been published.
-
-        Raises (rather than returning None) when CURRENT names a missing version: a
-        broken registry must not make the gate believe there is no baseline.
-        """
-        version = self.current_version(name)
-        if version is None:
-            return None
-        vdir = self._version_dir(name, version)
-        meta = self._read_meta(vdir)
-        if meta is None or not (vdir / SAVED_MODEL_FILE).is_file():
-            raise ValueError(f"CURRENT of model {name!r} names version {version}, which is "
-                             f"missing or incomplete (run `retrain registry check {name}`)")
-        return meta
-
-    def find_run(self, name: str, run_id: str, dag_id: str | None = None) -> dict | None:
-        """The complete version published by this (dag_id, run_id), if any."""
-        mdir = self._model_dir(name)
-        if not mdir.is_dir():
-            return None
-        for _, vdir in sorted(self._version_dirs(name).items()):
-            meta = self._read_meta(vdir)
-            if (meta is not None and (vdir / SAVED_MODEL_FILE).is_file()
-                    and meta.get("run_id") == run_id and meta.get("dag_id") == dag_id):
-                return meta
-        return None
+    Reading and verifying: `RegistryReader` (retrain.common.registry_read); doctor and
+    check: `RegistryDoctor` (retrain.common.registry_doctor); publishing, rollback and the
+    lock they share: here."""
 
     # ---------------------------------------------------------------- writing
 
@@ -445,346 +298,6 @@ class Registry:
                                      f"cannot be published (run `retrain registry check`)")
             self._require_intact(name, target, versions[target])
             return self._promote(name, target, who=who, why=why, action="rollback")
-
-    # ---------------------------------------------------------------- verifying
-
-    def integrity(self, name: str, version: int, quick: bool = False) -> dict:
-        """{"state": "intact" | "unrecorded" | "damaged", "problems": [one line a file],
-        "digest", "files"} of one version against the digests recorded at publish.
-        `quick`: kinds and sizes only (no file read), for listings."""
-        return _integrity(self.model_path(name, version), quick)
-
-    def verified_path(self, name: str, version: int) -> Path:
-        """The version's folder, once its files match the digests recorded when it was
-        published; ModelTampered (naming the files) otherwise. What a reader that loads a
-        published model calls."""
-        vdir = self.model_path(name, version)
-        self._require_intact(name, version, vdir)
-        return vdir
-
-    @staticmethod
-    def _require_intact(name: str, version: int, vdir: Path) -> None:
-        found = _integrity(vdir)
-        if found["state"] == DAMAGED:
-            raise ModelTampered(name, version, found["problems"], vdir)
-
-    def damaged_marks(self, name: str) -> dict[int, dict]:
-        """Versions `doctor --repair` marked damaged: {version: {"problems", "at", ...}}
-        (an unreadable DAMAGED.json counts as no marks; doctor rewrites it)."""
-        path = self._model_dir(name) / DAMAGED_FILE
-        try:
-            data = read_json(path) if _is_regular(path) else {}
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-            return {}
-        marks = data.get("versions") if isinstance(data, dict) else None
-        if not isinstance(marks, dict):
-            return {}
-        return {int(k): v for k, v in marks.items()
-                if isinstance(k, str) and _VERSION_RE.match(k) and isinstance(v, dict)}
-
-    def inventory(self, name: str, quick: bool = True) -> list[dict]:
-        """Every version folder, oldest first, intact or not: {"version", "meta" (None if
-        unreadable), "state", "problems", "marked"}. Unlike list_versions, a version whose
-        meta is damaged is listed (as damaged), never hidden."""
-        self._require_model(name)
-        marks = self.damaged_marks(name)
-        out = []
-        for v, vdir in sorted(self._version_dirs(name).items()):
-            found = _integrity(vdir, quick)
-            state, problems = found["state"], found["problems"]
-            if v in marks and state != DAMAGED:   # what doctor's full hash found
-                state = DAMAGED
-                problems = [str(p) for p in marks[v].get("problems") or []] or [
-                    "marked damaged by `retrain registry doctor --repair`"]
-            out.append({"version": v, "meta": self._read_meta(vdir), "state": state,
-                        "problems": problems, "marked": marks.get(v)})
-        return out
-
-    def doctor(self, name: str, repair: bool = False, who: str | None = None,
-               why: str | None = None) -> dict:
-        """Find what is damaged (every version's files against their digests, its meta,
-        CURRENT) and, with `repair`, restore a consistent state under the model's lock:
-
-        - CURRENT unreadable, or naming a missing or damaged version: it points at the
-          newest intact version whose meta says published, else the newest intact one
-          that was ever published (an unpromoted candidate never); the damaged CURRENT's
-          bytes are kept beside it as CURRENT.damaged-<time>. No such version: CURRENT is
-          left as it is (publishes keep refusing) and the report says so.
-        - CURRENT fine but stages disagree (two versions say published): re-promoted.
-        - Damaged versions are marked in DAMAGED.json (and unmarked once they verify).
-
-        Nothing is deleted. Returns {"model", "current": {"state", "version", "problem"},
-        "versions": [...], "target", "actions": [...], "unresolved": [...]}."""
-        mdir = self._require_model(name)
-        who = (who or "").strip() or default_who()
-        why = (why or "").strip() or "registry doctor --repair"
-        with (self._lock(mdir) if repair else contextlib.nullcontext()):
-            versions = self._version_dirs(name)
-            found = {v: _integrity(vdir) for v, vdir in sorted(versions.items())}
-            metas = {v: self._read_meta(vdir) for v, vdir in versions.items()}
-            pointer = self._diagnose_current(mdir, versions, found, metas)
-            intact = [v for v in sorted(versions) if found[v]["state"] != DAMAGED
-                      and metas[v] is not None]
-            said_published = [v for v in intact if metas[v].get("stage") == PUBLISHED]
-            ever_published = [v for v in intact if metas[v].get("stage") == ARCHIVED
-                              or any(isinstance(h, dict) and h.get("to") == PUBLISHED
-                                     for h in metas[v].get("history") or [])]
-            if pointer["state"] in ("ok", "inconsistent"):   # CURRENT is the truth
-                target = pointer["version"]
-            else:
-                target = max(said_published or ever_published, default=None)
-            marks = self.damaged_marks(name)
-            report = {"model": name, "current": pointer, "target": target,
-                      "versions": [{"version": v, **{k: found[v][k] for k in
-                                                      ("state", "problems")},
-                                    "stage": (metas[v] or {}).get("stage"),
-                                    "marked": v in marks} for v in sorted(versions)],
-                      "actions": [], "unresolved": []}
-            if not repair:
-                return report
-            actions, unresolved = report["actions"], report["unresolved"]
-            if pointer["state"] == "inconsistent":
-                self._promote(name, target, who=who, why=why, action="doctor")
-                actions.append(f"stages made to agree with CURRENT: version {target} "
-                               f"published, every other version archived")
-            elif target is None:
-                if pointer["state"] != "none":
-                    unresolved.append(
-                        f"CURRENT: {pointer['problem']}, and no intact version was ever "
-                        f"published to point it at; left as it is (publishes keep "
-                        f"refusing): restore a version's files, or move CURRENT away by hand "
-                        f"to start over (the next publish then has no baseline)")
-            else:
-                kept = self._keep_aside(mdir)
-                self._promote(name, target, who=who, why=why, action="doctor")
-                actions.append(
-                    f"CURRENT, which {pointer['problem']}, now names version {target}, the "
-                    f"newest intact version that was published" + (
-                        f"; its old bytes are kept in {kept.name}" if kept else ""))
-            damaged = {v: found[v]["problems"] for v in versions
-                       if found[v]["state"] == DAMAGED}
-            if damaged or marks:
-                now = _now()
-                new_marks = {str(v): (marks[v] if v in marks and marks[v].get("problems")
-                                      == problems else
-                                      {"problems": problems, "at": now, "who": who,
-                                       "why": why})
-                             for v, problems in sorted(damaged.items())}
-                write_json(mdir / DAMAGED_FILE, {"model_name": name, "versions": new_marks})
-                actions += [f"marked version {v} damaged" for v in sorted(damaged)
-                            if v not in marks]
-                actions += [f"unmarked version {v}: it verifies again" for v in sorted(marks)
-                            if v not in damaged and v in versions]
-            for row in report["versions"]:   # as they are now, after the repair
-                row["marked"] = row["state"] == DAMAGED
-                row["stage"] = (self._read_meta(versions[row["version"]]) or {}).get("stage")
-            report["current"] = self._diagnose_current(
-                mdir, versions, found, {v: self._read_meta(d) for v, d in versions.items()})
-            return report
-
-    def _diagnose_current(self, mdir: Path, versions: dict[int, Path], found: dict,
-                          metas: dict) -> dict:
-        """{"state": ok | none | damaged | inconsistent, "version", "problem"}; the
-        problem reads after the word CURRENT ("names version 3, which is damaged")."""
-        def out(state: str, version: int | None = None, problem: str | None = None) -> dict:
-            return {"state": state, "version": version, "problem": problem}
-        try:
-            current = self._read_current(mdir)
-        except ValueError as e:
-            return out("damaged", None, str(e).removeprefix(f"{mdir / CURRENT_FILE} "))
-        if current is None:
-            if any((m or {}).get("stage") == PUBLISHED for m in metas.values()):
-                return out("damaged", None, "is missing, but a version says published")
-            return out("none")
-        if current not in versions:
-            return out("damaged", current, f"names version {current}, which does not exist")
-        if found[current]["state"] == DAMAGED:
-            return out("damaged", current, f"names version {current}, which is damaged")
-        others = [v for v, m in metas.items() if v != current
-                  and (m or {}).get("stage") == PUBLISHED]
-        if (metas[current] or {}).get("stage") != PUBLISHED or others:
-            return out("inconsistent", current, f"names version {current}, but the versions' "
-                                                f"stages disagree")
-        return out("ok", current)
-
-    @staticmethod
-    def _keep_aside(mdir: Path) -> Path | None:
-        """A hard link to the damaged CURRENT (any file type; its bytes stay as they were)
-        before a new one replaces it in one rename: readers never see no CURRENT."""
-        src = mdir / CURRENT_FILE
-        if not os.path.lexists(src):
-            return None
-        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-        dst = mdir / f"{CURRENT_FILE}.damaged-{stamp}"
-        try:
-            os.link(src, dst, follow_symlinks=False)
-        except OSError:
-            shutil.copy2(src, dst, follow_symlinks=False)
-        return dst
-
-    # ---------------------------------------------------------------- checking
-
-    def check_report(self, name: str) -> dict[str, list[str]]:
-        """{"errors": [...], "warnings": [...]} for one model. Warnings (stale temp dirs
-        of killed publishes, unpromoted candidates, versions with no recorded digests,
-        versions `doctor --repair` marked damaged) need no action for serving.
-
-        Every version's files are hashed against the digests recorded at publish."""
-        mdir = self._require_model(name)
-        errors: list[str] = []
-        warnings: list[str] = []
-        published: list[int] = []
-        complete: set[int] = set()
-        versions = self._version_dirs(name)
-        marks = self.damaged_marks(name)
-        for v, vdir in sorted(versions.items()):
-            # A version doctor marked damaged is known and out of use: a warning.
-            found: list[str] = errors if v not in marks else warnings
-            prefix = f"version {v}" + (" (marked damaged)" if v in marks else "")
-            has_pb = (vdir / SAVED_MODEL_FILE).is_file()
-            meta = self._read_meta(vdir)
-            if not has_pb:
-                found.append(f"{prefix}: missing {SAVED_MODEL_FILE}")
-            if meta is None:
-                found.append(f"{prefix}: missing or unreadable {META_FILE}")
-                continue
-            if meta.get("version") != v or meta.get("model_name") != name:
-                errors.append(f"version {v}: meta says model {meta.get('model_name')!r} "
-                              f"version {meta.get('version')!r}")
-            stage = meta.get("stage")
-            if stage not in STAGES:
-                errors.append(f"version {v}: unknown stage {stage!r}")
-            if stage == PUBLISHED:
-                published.append(v)
-            state = _integrity(vdir)
-            if state["state"] == UNRECORDED and has_pb:
-                warnings.append(f"version {v}: no content digests recorded (published "
-                                f"before they were kept): its files cannot be verified")
-            found += [f"{prefix}: {p}" for p in state["problems"]
-                      if has_pb or not p.startswith(f"{SAVED_MODEL_FILE}:")]
-            if v in marks and state["state"] != DAMAGED:
-                warnings.append(f"version {v} is marked damaged but verifies now: `retrain "
-                                f"registry doctor {name} --repair` unmarks it")
-            if has_pb and state["state"] != DAMAGED:
-                complete.add(v)
-
-        current = None
-        cfile = mdir / CURRENT_FILE
-        if cfile.exists():
-            try:
-                current = self._read_current(mdir)
-            except ValueError as e:
-                errors.append(str(e))
-                current = None
-            else:
-                if current not in versions:
-                    errors.append(f"CURRENT names version {current}, which does not exist")
-                elif current not in complete:
-                    errors.append(f"CURRENT names version {current}, which is incomplete "
-                                  f"or damaged")
-                else:
-                    stage = (self._read_meta(versions[current]) or {}).get("stage")
-                    if stage != PUBLISHED:
-                        errors.append(f"CURRENT names version {current}, whose stage is "
-                                      f"{stage!r}, not {PUBLISHED!r}")
-        elif published:
-            errors.append(f"no CURRENT file, but version(s) {published} are published")
-        if len(published) > 1:
-            errors.append(f"more than one published version: {published}")
-        for v in published:
-            if current is not None and v != current and len(published) == 1:
-                errors.append(f"version {v} is published but CURRENT names {current}")
-
-        for v, vdir in sorted(versions.items()):
-            meta = self._read_meta(vdir) or {}
-            if meta.get("stage") == CANDIDATE:
-                warnings.append(f"version {v} is an unpromoted candidate (interrupted "
-                                f"publish of run {meta.get('run_id')!r}?)")
-        now = time.time()
-        for p in sorted(mdir.iterdir()):
-            if p.name.startswith(TMP_PREFIX):
-                try:
-                    age = now - p.stat().st_mtime
-                except FileNotFoundError:  # a publish just finished or cleaned up
-                    continue
-                if age > STALE_TMP_SECONDS:
-                    warnings.append(f"leftover temp dir {p} ({age / 3600:.1f} h old; a "
-                                    f"killed publish, safe to delete)")
-        return {"errors": errors, "warnings": warnings}
-
-    def check(self, name: str) -> list[str]:
-        """Consistency errors of one model ([] = consistent). See check_report for the
-        warnings (stale temp dirs) as well."""
-        return self.check_report(name)["errors"]
-
-    # ---------------------------------------------------------------- internals
-
-    def _model_dir(self, name: str) -> Path:
-        if not isinstance(name, str) or not _NAME_RE.match(name):
-            raise ValueError(f"invalid model name {name!r}: use letters, digits, '.', '_', "
-                             f"'-', not starting with '.' or '-'")
-        return self.root / name
-
-    def _require_model(self, name: str) -> Path:
-        mdir = self._model_dir(name)
-        if not mdir.is_dir():
-            known = ", ".join(self.models()) or "none"
-            raise NotFound(f"unknown model {name!r} in registry {self.root} "
-                           f"(models: {known})")
-        return mdir
-
-    def _version_dir(self, name: str, version: int) -> Path:
-        try:
-            v = int(version)
-        except (TypeError, ValueError):
-            raise ValueError(f"version must be an integer, got {version!r}") from None
-        mdir = self._require_model(name)
-        return mdir / str(v)
-
-    def _no_version_msg(self, name: str, version: int) -> str:
-        have = ", ".join(str(v) for v in sorted(self._version_dirs(name))) or "none"
-        return f"model {name!r} has no version {version} (versions: {have})"
-
-    def _version_dirs(self, name: str) -> dict[int, Path]:
-        mdir = self._model_dir(name)
-        if not mdir.is_dir():
-            return {}
-        return {int(p.name): p for p in mdir.iterdir()
-                if _VERSION_RE.match(p.name) and p.is_dir()}
-
-    @staticmethod
-    def _read_meta(vdir: Path) -> dict | None:
-        if not _is_regular(vdir / META_FILE):   # a FIFO or link is never opened
-            return None
-        try:
-            meta = read_json(vdir / META_FILE)
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError):   # check says which
-            return None
-        return meta if isinstance(meta, dict) else None
-
-    def _complete(self, vdir: Path) -> bool:
-        return (vdir / SAVED_MODEL_FILE).is_file() and self._read_meta(vdir) is not None
-
-    @staticmethod
-    def _read_current(mdir: Path) -> int | None:
-        path = mdir / CURRENT_FILE
-        if os.path.lexists(path) and not _is_regular(path):   # never opened: may block
-            raise ValueError(f"{path} is {digests.kind_of(os.lstat(path).st_mode)}, not a "
-                             f"regular file")
-        try:
-            data = read_json(path)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ValueError(f"{mdir / CURRENT_FILE} is not valid JSON: {e}") from None
-        except OSError as e:
-            raise ValueError(f"{mdir / CURRENT_FILE} cannot be read: {e}") from None
-        version = data.get("version") if isinstance(data, dict) else None
-        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise ValueError(f"{mdir / CURRENT_FILE} has no valid 'version' (a whole "
-                             f"number >= 1)")
-        return version
-
     def _next_version(self, mdir: Path) -> int:
         # Never reuse a number, even of a broken dir or one CURRENT still names.
         used = [int(p.name) for p in mdir.iterdir() if _VERSION_RE.match(p.name)]
@@ -871,83 +384,6 @@ class Registry:
             "model_name": name, "version": version, "updated_at": now, "action": action,
             "who": who, "why": why, "previous_version": previous})
         return meta
-
-
-INTACT, UNRECORDED, DAMAGED = "intact", "unrecorded", "damaged"
-
-
-def _is_regular(path: Path) -> bool:
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
-def _integrity(vdir: Path, quick: bool = False) -> dict:
-    """A version folder against the digests its meta recorded at publish (see
-    Registry.integrity). A version published before digests were kept is "unrecorded"."""
-    def out(state: str, problems: list[str], content: dict | None = None) -> dict:
-        return {"state": state, "problems": problems,
-                "digest": (content or {}).get("digest"),
-                "files": len((content or {}).get("files") or {})}
-    meta = Registry._read_meta(vdir)
-    if meta is None:
-        return out(DAMAGED, [f"{META_FILE}: missing, unreadable or not a JSON object"])
-    content = meta.get(CONTENT_KEY)
-    if content is None:
-        if not (vdir / SAVED_MODEL_FILE).is_file():
-            return out(DAMAGED, [f"{SAVED_MODEL_FILE}: missing"])
-        return out(UNRECORDED, [])
-    files = content.get("files") if isinstance(content, dict) else None
-    if not (isinstance(files, dict) and files
-            and all(isinstance(f, dict) for f in files.values())):
-        return out(DAMAGED, [f"{META_FILE}: its {CONTENT_KEY!r} record is malformed"])
-    problems = digests.compare(vdir, files, skip=frozenset({META_FILE}), quick=quick)
-    return out(DAMAGED if problems else INTACT, problems, content)
-
-
-def model_digest(model_dir: str | os.PathLike) -> str:
-    """What "the same model" means when a candidate is compared with the published one:
-    one digest (`digests.tree_digest`) over the SHA-256 of every file of the SavedModel,
-    as the registry records them at publish (`digests.manifest`: variables data and index,
-    saved_model.pb, assets, assets.extra), except `fingerprint.pb` and the registry's meta.
-
-    Why fingerprint.pb is left out: TensorFlow writes a random UUID into it on every save,
-    so one model exported twice never has the same bytes there; the rest of it is hashes
-    of saved_model.pb and the variables, which are in the digest themselves. Why
-    saved_model.pb counts byte for byte: TensorFlow's regularized hashes in fingerprint.pb
-    (graph_def_program_hash, signature_def_hash) leave the traced functions' bodies out
-    (checked with TF 2.21: a sigmoid changed to tanh keeps both), so they cannot tell two
-    models apart; and no stdlib parser of the graph can. The cost is on the safe side:
-    the same model re-exported with other graph bytes (a second save in one process renames
-    its traced functions) gets another digest and is published again, as before; a
-    different model never gets the same one. What this catches is the same export handed
-    to push again (a reused training artifact) and an export whose program and weights
-    came out byte-identical (one save per fresh process, as the trainer does)."""
-    root = Path(model_dir)
-    if not root.is_dir():
-        raise FileNotFoundError(f"{root} does not exist or is not a directory")
-    return _model_digest(digests.manifest(root, skip=frozenset({META_FILE})))
-
-
-def _model_digest(content: dict) -> str:
-    """model_digest of a folder whose manifest (digests.manifest) is `content`."""
-    return digests.tree_digest({rel: entry for rel, entry in content["files"].items()
-                                if rel != FINGERPRINT_FILE})
-
-
-def verify_model_dir(model_dir: str | os.PathLike) -> None:
-    """Refuse (ModelTampered) a published version's folder whose files differ from the
-    digests recorded when it was published. For loaders handed a path: a folder with no
-    registry meta, outside a registry, is a plain export and passes."""
-    vdir = Path(model_dir)
-    in_registry = bool(_VERSION_RE.match(vdir.name)) and any(
-        os.path.lexists(vdir.parent / f) for f in (CURRENT_FILE, LOCK_FILE))
-    if not (in_registry or os.path.lexists(vdir / META_FILE)):
-        return
-    found = _integrity(vdir)
-    if found["state"] == DAMAGED:
-        raise ModelTampered(vdir.parent.name, vdir.name, found["problems"], vdir)
 
 
 def _check_expectation(expect: Any) -> int | None | _AnyCurrent:
