@@ -20,6 +20,10 @@ Reads  `<span_dir>/part-*.parquet` (requires `_SUCCESS`; `_truth.parquet` is ign
 Writes `<out_dir>/{validation.json, gx_result.json, stats/, data_docs/}` atomically,
 pass or fail (Data Docs: `data_docs/index.html`).
 
+The GX run is `components.ctr.validate_gx`, the report's words (what a failed rule
+observed, the failure message) `components.ctr.validate_report`; this module is the step:
+its spec, parts, history, statistics job and gate.
+
 Module top level is stdlib only, so a DAG file can import `ValidateSpec`.
 """
 from __future__ import annotations
@@ -27,24 +31,26 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
-import math
-import re
 import shutil
 import sys
 import time
 from pathlib import Path
 
-from retrain.common import docs_assets, quarantine, rawfiles, served_files
+from retrain.common import quarantine, rawfiles, served_files
 from retrain.common.atomic import atomic_dir, read_json, write_json
 from retrain.common.errors import ValidationFailed  # noqa: F401  (raised here)
 from retrain.common.jsonable import jsonable as _jsonable
-from retrain.common.run_inputs import HIDDEN_KEY, is_word, key_text
 from retrain.common.step import main
 from retrain.common.verdict import check_override, decide
 from retrain.common import paths
-from components.gx_session import (GxSession, build_data_docs, docs_run_name,
-                                   ephemeral_context, import_gx)
+from components.gx_session import GxSession, import_gx
 from components.ctr.rawformat import PART_SUFFIXES  # noqa: F401  (read by others here)
+# The GX run and the report's words live beside this step; their names stay importable
+# from here.
+from components.ctr.validate_gx import PARTIAL_UNEXPECTED, _validate  # noqa: F401
+from components.ctr.validate_report import (_fmt, _item, _observed_text,  # noqa: F401
+                                            _parts_schema_diffs, failure_message,
+                                            reject_detail)
 from components.ctr.validation_rules import (DOMAINS_SUITE, ERROR, SAMPLE_SUITE,  # noqa: F401
                                          STATS_SUITE, SUITE_VERSION, WARNING, THRESHOLD_FIELDS,
                                          build_suites)
@@ -57,7 +63,6 @@ SUMMARY_FILE = "validation.json"
 GX_RESULT_FILE = "gx_result.json"
 STATS_DIR = "stats"
 DOCS_DIR = served_files.DATA_DOCS_DIR
-PARTIAL_UNEXPECTED = 10
 
 
 @dataclasses.dataclass
@@ -343,276 +348,6 @@ def _overlap(stats: dict, previous: dict | None) -> float | None:
     return kmv_overlap(stats.get("example_id_kmv"), previous.get("example_id_kmv"), k)
 
 
-# --------------------------------------------------------------------------- GX
-
-
-def _validate(spec, stats, previous, history, overlap, stats_dir: Path, docs_dir: Path | None,
-              session: GxSession | None = None):
-    """The suites' results on the span's tables. Data Docs (docs_dir) need GX checkpoints
-    with a docs action; without them a shared session validates each table directly."""
-    import pandas as pd
-    import pyarrow.parquet as pq
-
-    from components.ctr import feature_config
-    from components.ctr.validation_rules import domains_table, rules_for, stats_row
-
-    rules = rules_for(feature_config.load_for(spec.feature_config))
-    row = stats_row(stats, previous, history, overlap, rules)
-    sample = pq.read_table(stats_dir / "sample.parquet")
-    tables = {
-        STATS_SUITE: pd.DataFrame([row]),
-        DOMAINS_SUITE: pd.DataFrame(domains_table(stats, rules), dtype=object),
-        SAMPLE_SUITE: sample.to_pandas(),
-    }
-    suites = build_suites(spec, previous, history, rules)
-    result_format = {"result_format": "SUMMARY", "partial_unexpected_count": PARTIAL_UNEXPECTED}
-    if docs_dir is None:
-        session = session or GxSession(stats.get("span", "span"))
-        results = {name: session.validate(name, suite, tables[name], result_format)
-                   for name, suite in suites.items()}
-        return _summary(stats, suites, tables, results, row, rules, {})
-    results, pages = _validate_with_docs(spec, stats, suites, tables, docs_dir, result_format)
-    return _summary(stats, suites, tables, results, row, rules, pages)
-
-
-def _validate_with_docs(spec, stats, suites, tables, docs_dir: Path, result_format: dict):
-    import great_expectations as gx
-    from great_expectations.core.run_identifier import RunIdentifier
-
-    context = ephemeral_context()
-    context.add_data_docs_site(site_name="run", site_config={
-        "class_name": "SiteBuilder",
-        "store_backend": {"class_name": "TupleFilesystemStoreBackend",
-                          "base_directory": str(docs_dir)},
-        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}})
-    source = context.data_sources.add_pandas(stats.get("span", "span"))
-    results, idents = {}, {}
-    run_name = docs_run_name(spec.run_id or f"validate-{time.strftime('%Y%m%dT%H%M%S')}")
-    for name, suite in suites.items():
-        batch = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe("all")
-        vd = context.validation_definitions.add(gx.ValidationDefinition(
-            name=name, data=batch, suite=context.suites.add(suite)))
-        cp = context.checkpoints.add(gx.Checkpoint(
-            name=f"{name}_checkpoint", validation_definitions=[vd], actions=[],
-            result_format=result_format))
-        res = cp.run(batch_parameters={"dataframe": tables[name]},
-                     run_id=RunIdentifier(run_name=run_name))
-        for ident, vr in res.run_results.items():
-            results[name], idents[ident] = vr, name
-    build_data_docs(context, "run", {i: results[n] for i, n in idents.items()})
-    pages = {name: _docs_page(docs_dir, ident) for ident, name in idents.items()}
-    _prune_docs(docs_dir)
-    online = docs_assets.localize(docs_dir)
-    if online:
-        log.warning("Data Docs still load %d asset(s) from the network, so they need it "
-                    "to render (`python -m retrain.common.docs_assets fetch` caches "
-                    "them): %s", len(online), ", ".join(online))
-    return results, pages
-
-
-def _summary(stats, suites, tables, results, row, rules, pages):
-    compact = [c for name in suites for c in (_compact(r, name, tables[name])
-                                              for r in results[name].results)]
-    errors = [c for c in compact if not c["success"] and c["severity"] == ERROR]
-    warnings = [c for c in compact if not c["success"] and c["severity"] == WARNING]
-    ex = stats["columns"].get(rules.label)
-    summary = {
-        "rows": stats["rows"],
-        "click_rate": stats.get("label_rate"),
-        "success": not errors,
-        "n_expectations": len(compact),
-        "n_failed": len(errors),
-        "n_warnings": len(warnings),
-        "failed": errors,
-        "warnings": warnings,
-        "results": compact,
-        "statistics_table": row,
-        "null_rates": {c: d["null_rate"] for c, d in stats["columns"].items()},
-        "types": {c: d["types"] for c, d in stats["columns"].items()},
-        "label_domain": ex and ex.get("domain"),
-        "data_docs_pages": pages,
-    }
-    gx_json = {name: r.to_json_dict() for name, r in results.items()}
-    return summary, gx_json
-
-
-def _prune_docs(docs_dir: Path) -> None:
-    """Drop the site's static images no page links to (GX ships 3.4 MB of tutorial GIFs
-    with every site; kept, they would make each run's report 4.4 MB instead of 1 MB)."""
-    pages = " ".join(p.read_text(errors="replace") for p in docs_dir.rglob("*.html"))
-    for image in (docs_dir / "static" / "images").glob("*"):
-        if image.is_file() and image.name not in pages:
-            image.unlink()
-
-
-def _docs_page(docs_dir: Path, ident) -> str:
-    """Relative path of a validation result's Data Docs page (found on disk: GX's
-    layout is validations/<suite>/<run name>/<run time>/<batch id>.html)."""
-    suite = ident.expectation_suite_identifier.name
-    pages = sorted((docs_dir / "validations" / suite).rglob("*.html"))
-    return str(pages[-1].relative_to(docs_dir)) if pages else "index.html"
-
-
-# --------------------------------------------------------------------------- reporting
-
-
-def _compact(r, suite: str, table) -> dict:
-    cfg = r.expectation_config
-    meta = cfg.meta or {}
-    kwargs = {k: v for k, v in cfg.kwargs.items() if k != "batch_id"}
-    column = kwargs.get("column")
-    res = dict(r.result or {})
-    error = _exception_message(r.exception_info)
-    out = {"rule": meta.get("rule", cfg.type), "severity": meta.get("severity", ERROR),
-           "text": meta.get("text", ""), "suite": suite, "expectation": cfg.type,
-           "column": column, "success": bool(r.success)}
-    if not r.success:
-        out["observed"] = _observed_text(cfg.type, kwargs, res, error, column, table, suite)
-        out["expected"] = {k: v for k, v in kwargs.items()
-                           if k in ("min_value", "max_value", "value_set", "type_", "regex",
-                                    "column_set")}
-    elif "observed_value" in res:
-        out["observed_value"] = res["observed_value"]
-    return out
-
-
-def _exception_message(info) -> str | None:
-    """GX 1.x puts either {raised_exception, exception_message, ...} or, when a metric
-    failed to resolve, {metric_id: {exception_message, ...}} in exception_info."""
-    if not info:
-        return None
-    if "raised_exception" in info:
-        return info.get("exception_message") if info.get("raised_exception") else None
-    for value in info.values():
-        if isinstance(value, dict) and value.get("exception_message"):
-            return str(value["exception_message"])
-    return None
-
-
-# What one unexpected item of a suite's table is (the domains table holds a column's
-# distinct values, the sample suite sampled rows of the span).
-_UNEXPECTED_UNIT = {DOMAINS_SUITE: "distinct value(s)", SAMPLE_SUITE: "sampled row(s)"}
-
-
-def _observed_text(etype: str, kwargs: dict, res: dict, error: str | None,
-                   column: str | None, table, suite: str = STATS_SUITE) -> str:
-    """What a failed rule found, for the report, the task log and the refusal: counts,
-    the column and the bound, never a value of the user's records (rule 22: a categorical
-    value or a sampled text is the user's data; the Data Docs and gx_result.json, the
-    report, list them). Only the statistics suite's own figures are shown."""
-    if column is not None and column not in table.columns:
-        return "column missing"
-    if error:
-        # GX's message can quote the value it choked on: the error's kind only
-        return f"could not be evaluated ({error.split(':', 1)[0][:60]})"
-    if etype == "expect_table_columns_to_match_set":
-        mismatched = (res.get("details") or {}).get("mismatched") or {}
-        bits = []
-        if mismatched.get("missing"):
-            bits.append(f"missing {sorted(mismatched['missing'])}")
-        if mismatched.get("unexpected"):
-            # a JSONL field is named only if it is a short word (it is the user's text)
-            shown = sorted(repr(c) if is_word(c) else HIDDEN_KEY for c in mismatched["unexpected"])
-            bits.append(f"unexpected [{', '.join(shown)}]")
-        return "; ".join(bits) or f"observed {_fmt(res.get('observed_value'))}"
-    if etype == "expect_column_values_to_be_of_type":
-        return f"observed type {res.get('observed_value') or table[column].dtype}, " \
-               f"expected {kwargs.get('type_')}"
-    if "unexpected_count" in res:
-        if suite == STATS_SUITE and etype == "expect_column_values_to_be_in_set" \
-                and len(table) == 1:     # one row of the step's own figures (an Arrow type)
-            values = [c["value"] for c in res.get("partial_unexpected_counts") or []] \
-                or list(res.get("partial_unexpected_list") or [])
-            return f"observed {', '.join(dict.fromkeys(_fmt(v) for v in values))}"
-        unit = _UNEXPECTED_UNIT.get(suite, "row(s)")
-        return (f"{res['unexpected_count']} of {res.get('element_count', len(table))} "
-                f"{unit} of {column} unexpected (values not shown: see the report's Data "
-                "Docs or gx_result.json)")
-    observed = res.get("observed_value")
-    lo, hi = kwargs.get("min_value"), kwargs.get("max_value")
-    if lo is not None or hi is not None:
-        exp = (f"[{_fmt(lo)}, {_fmt(hi)}]" if lo is not None and hi is not None
-               else f">= {_fmt(lo)}" if lo is not None else f"<= {_fmt(hi)}")
-        return f"observed {_fmt(observed)}, expected {exp}"
-    return f"observed {_fmt(observed)}"
-
-
-def _item(f: dict) -> str:
-    return f"[{f['rule']}] {f['text']}: {f['observed']}"
-
-
-def failure_message(summary: dict) -> str:
-    """One readable paragraph naming every failed error rule with its observed value. A
-    span with no usable row says so first; the rules that only found its columns empty
-    are counted, not listed."""
-    failed = summary["failed"]
-    if summary.get("rows") == 0:
-        failed = [f for f in failed if f["observed"] != "column missing"]
-    items = "; ".join(_item(f) for f in failed)
-    msg = (f"span {summary['span']} failed {summary['n_failed']} error rule(s) of "
-           f"{summary['n_expectations']} expectations" + (f": {items}" if items else ""))
-    rejected = summary.get("rejected") or {}
-    why = ""
-    if rejected.get("rows"):
-        ex = (rejected.get("examples") or [{}])[0]
-        why = (f"{rejected['rows']} record(s) the reader cannot use "
-               f"({', '.join(f'{r} {n}' for r, n in rejected['by_reason'].items())}"
-               + (f"; e.g. {Path(ex['source']).name} line {ex['line']}: "
-                  f"{reject_detail(ex.get('reason'), ex.get('detail'))}" if ex else "") + ")")
-    if summary.get("rows") == 0:
-        msg = (f"span {summary['span']} has no usable rows" + (f": {why}" if why else "")
-               + f"; {msg} (the others found its columns empty)")
-    elif why:
-        msg += f"; {why}"
-    diffs = summary.get("parts_schema_diffs")
-    if diffs:
-        msg += f"; parquet parts differ in schema: {'; '.join(diffs)}"
-    if summary.get("not_overridden"):
-        msg += (f"; the override names other rules, not {summary['not_overridden']} "
-                "(override_validation_rules)")
-    if summary.get("data_docs"):
-        msg += f" (Data Docs: {summary['data_docs']})"
-    return msg
-
-
-# Reject reasons whose detail starts with the record's key (`price: ...`).
-_KEYED_REASONS = ("too_deep", "oversize_value", "invalid_text", "wrong_type", "bad_value")
-
-
-def reject_detail(reason: str | None, detail: str | None) -> str:
-    """A reader's reject detail as a message may show it: the key only if it is a short
-    word, and no value of the record (`wrong_type`: the type it held; a `got ...` tail is
-    cut). A non-finite number is shown (`price: inf is not a finite number`): it can only
-    be inf or nan."""
-    detail = str(detail or reason or "")
-    if reason == "wrong_type":
-        detail = re.sub(r"(, got \w+) .*", r"\1", detail, flags=re.S)
-    else:
-        detail = re.sub(r", got .*", "", detail, flags=re.S)
-    if reason == "bad_value" and not detail.endswith("is not a finite number"):
-        detail = re.sub(r": .*", ": a value out of its set (not shown)", detail, flags=re.S)
-    key, sep, rest = detail.partition(": ")
-    if sep and reason in _KEYED_REASONS and not is_word(key):
-        detail = f"{HIDDEN_KEY}: {rest}"
-    return detail
-
-
-def _parts_schema_diffs(stats: dict) -> list[str]:
-    parts = stats["parts"]
-    if len(parts) < 2:
-        return []
-    ref = parts[0]
-    out = []
-    for p in parts[1:]:
-        a, b = ref["schema"], p["schema"]
-        out += [f"{p['file']} lacks {key_text(c)}" for c in sorted(a.keys() - b.keys())]
-        out += [f"{p['file']} has extra column {key_text(c)}"
-                for c in sorted(b.keys() - a.keys())]
-        out += [f"{p['file']} has {key_text(c)}: {b[c]} ({ref['file']}: {a[c]})"
-                for c in sorted(a.keys() & b.keys()) if a[c] != b[c]]
-    return out
-
-
 def _quarantine(spec: ValidateSpec, summary: dict) -> dict | None:
     return quarantine.settle(
         spec.quarantine_dir, span=summary["span"], span_dir=summary["span_dir"],
@@ -622,16 +357,6 @@ def _quarantine(spec: ValidateSpec, summary: dict) -> dict | None:
 
 
 is_quarantined = quarantine.is_quarantined
-
-
-def _fmt(v) -> str:
-    if v is None:
-        return "None"
-    if isinstance(v, float):
-        return "NaN" if math.isnan(v) else f"{v:.4g}"
-    if isinstance(v, str):
-        return repr(v)
-    return str(v)
 
 
 if __name__ == "__main__":
