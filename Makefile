@@ -74,10 +74,12 @@ lint: venv
 	$(VENV)/bin/lint-imports
 
 ## docs: the manual (mkdocs.yml, docs/) into site/: docs/cli.md regenerated from the parsers
-##   (scripts/gen_cli_reference.py), then `mkdocs build --strict` (a broken link or anchor fails);
+##   (scripts/gen_cli_reference.py) and the config schemas from the config models
+##   (scripts/gen_config_schema.py), then `mkdocs build --strict` (a broken link or anchor fails);
 ##   mkdocs from requirements-docs.txt in $(DOCS_VENV), created if missing
 docs: venv $(DOCS_VENV)/.synced
 	$(PY) scripts/gen_cli_reference.py
+	$(PY) scripts/gen_config_schema.py
 	$(DOCS_VENV)/bin/mkdocs build --strict --site-dir site
 
 $(DOCS_PY):
