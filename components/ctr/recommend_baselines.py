@@ -19,9 +19,20 @@ model that may not, on any rating log (issue 44).
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 USERS_PER_BLOCK = 2048
 DEFAULT_KNN_ITEMS = 2000
+
+
+def _strings(values) -> pa.Array:
+    """Ids as one string array (a list, an Arrow array or a table's column)."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    elif not isinstance(values, pa.Array):
+        values = pa.array(list(values))
+    return values if pa.types.is_string(values.type) else pc.cast(values, pa.string())
 
 
 def popularity_order(items: list[str], clicks: list[int]) -> list[str]:
@@ -51,20 +62,23 @@ def item_knn_lists(window_users, window_items, order: list[str], users: list[str
                    seen: dict[str, set[str]], k: int,
                    max_items: int = DEFAULT_KNN_ITEMS) -> dict[str, list[str]]:
     """Item-kNN lists of `users` from the window's clicks (`window_users[i]` clicked
-    `window_items[i]`, repeats allowed) over the first `max_items` of `order` (the pool
-    by popularity); topped up from `order`, seen items left out."""
+    `window_items[i]`, repeats allowed; lists or Arrow columns, counted by Arrow and one
+    sparse product, never a Python loop over rows) over the first `max_items` of `order`
+    (the pool by popularity); topped up from `order`, seen items left out."""
     from scipy import sparse
 
     candidates = np.asarray(order[:max(1, max_items)], dtype=object)
-    code = {item: j for j, item in enumerate(candidates)}
     n = len(candidates)
-    items_col = np.fromiter((code.get(str(i), -1) for i in window_items), dtype=np.int64,
-                            count=len(window_items))
-    users_col = np.asarray([str(u) for u in window_users], dtype=object)
-    keep = items_col >= 0
-    names, rows = np.unique(users_col[keep], return_inverse=True)
+    items_at = _strings(window_items)
+    users_at = _strings(window_users)
+    cols = pc.index_in(items_at, value_set=pa.array(list(candidates), pa.string()))
+    cols = cols.fill_null(-1).to_numpy().astype(np.int64)
+    keep = cols >= 0
+    names = pc.unique(users_at)
+    rows = pc.index_in(users_at, value_set=names).to_numpy().astype(np.int64)[keep]
+    names = np.asarray(names.to_pylist(), dtype=object)
     clicked = sparse.csr_matrix((np.ones(int(keep.sum()), dtype=np.float32),
-                                 (rows, items_col[keep])), shape=(len(names), n))
+                                 (rows, cols[keep])), shape=(len(names), n))
     clicked.sum_duplicates()
     clicked.data[:] = 1.0                          # one per (user, item), however often
     pairs = (clicked.T @ clicked).tocsr()          # co-click counts, the diagonal = count(i)

@@ -162,3 +162,12 @@ def test_quality_builds_both_baselines_by_the_lists_rules():
                     label="liked", k=2, clicks_column=I.CLICKS, window=window, min_users=2,
                     n_resamples=200)
     assert loose["pool"]["popularity"]["hits"] == 1 and loose["exclude_seen"] is False
+
+
+def test_item_knn_reads_arrow_columns_of_integer_ids():
+    number = {"u1": 1, "u2": 2, "u3": 3, "u4": 4, "a": 10, "b": 11, "c": 12, "d": 13}
+    users = pa.chunked_array([pa.array([number[u] for u in WINDOW_USERS[:4]]),
+                              pa.array([number[u] for u in WINDOW_USERS[4:]])])
+    items = pa.chunked_array([pa.array([number[i] for i in WINDOW_ITEMS])])
+    assert item_knn_lists(users, items, ["13", "10", "11", "12"], ["4"], {"4": {"10"}},
+                          3) == {"4": ["11", "12", "13"]}
