@@ -33,20 +33,15 @@ pipeline options alone:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime as dt
-import hashlib
 import json
 import logging
-import os
-import shutil
 import time
 from pathlib import Path
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import SetupOptions
@@ -59,18 +54,26 @@ from beam_jobs.tfrecord_shards import WRITERS, WriteTransformedShards
 from beam_jobs.tfrecord_writer import DEFAULT_GZIP_LEVEL, ISAL_MAX_LEVEL
 from retrain.common import rawfiles, tf_keras_env
 from retrain.common.read_ahead import read_ahead
-from retrain.common.record_limits import RecordLimits
-from retrain.common.spans import span_list, window
+from retrain.common.spans import span_list
 from retrain.common.step import drop_known_lines
 from retrain.common import paths
 from components.ctr import features as F
 # The raw format (suffixes, layout, record check, bounds) and its readers are the family's,
 # shared with validation and evaluation; this job only splits and transforms their rows.
-from components.ctr.rawformat import (DEFAULT_MAX_LINE_BYTES, PART_SUFFIXES, REJECT_REASONS,
+from components.ctr.rawformat import (DEFAULT_MAX_LINE_BYTES, REJECT_REASONS,
                                       RawLayout, default_layout)
 from components.ctr.rawread import held_out_mask, read_batches
 from components.ctr.formats import (EVAL_DIR, REJECTED_DIR, SHARD_ROWS_FILE, SPLIT_STATS_FILE,
                                    SUMMARY_FILE, TRAIN_DIR, TRANSFORM_DIR, VALIDATION_DIR)
+# The job's parts that are not Beam jobs (importable from here, as before): the window's
+# input parts, the model's batches, the analysis cache's keys, what each split writes.
+from components.ctr.analysis_cache import (PARSER_VERSION, REST,  # noqa: F401
+                                           AnalysisSet, analysis_sets, commit_analysis_cache,
+                                           transform_code_salt)
+from components.ctr.model_batch import (_select, arrow_schema,  # noqa: F401
+                                        tensor_adapter_config, to_model_batch)
+from components.ctr.raw_window import window_files
+from components.ctr.transformed_splits import SplitStatsFn, deal, write_split_stats
 
 log = logging.getLogger(__name__)
 
@@ -138,41 +141,6 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--max-line-bytes", type=int, default=DEFAULT_MAX_LINE_BYTES,
                    help="a JSONL line longer than this is rejected as oversize (never held whole)")
     return p.parse_known_args(argv)
-
-
-def window_files(raw_root: str | Path, span: dt.date, days: int, exclude=(),
-                 max_parts: int = RecordLimits().max_parts_per_day) -> dict[dt.date, list[str]]:
-    """Input parts (Parquet or JSONL, by extension) per day of the window; a missing or
-    unfinished day is an error, so is a day of more than `max_parts` parts. Goes through
-    Beam's FileSystems, so gs://, s3://, hdfs:// roots work the same as local folders (a
-    local day folder linked out of the root is refused before it is listed)."""
-    files: dict[dt.date, list[str]] = {}
-    for day in window(span, days, exclude):
-        day_dir = paths.partition(raw_root, day)
-        if not FileSystems.exists(f"{day_dir}/_SUCCESS"):
-            raise FileNotFoundError(f"span {day} is not complete: no {day_dir}/_SUCCESS")
-        rawfiles.check_day(day_dir, raw_root)
-        matched = FileSystems.match([f"{day_dir}/part-*"])[0].metadata_list
-        parts = sorted(m.path for m in matched
-                       if m.path.endswith(PART_SUFFIXES))
-        rawfiles.check_count(day_dir, len(parts), max_parts)
-        if not parts:
-            raise rawfiles.NoParts(f"span {day} has no part-*.parquet or part-*.jsonl[.gz] "
-                                    f"files in {day_dir}")
-        files[day] = parts
-    return files
-
-
-_MODEL_VALUE_TYPE = {"str": pa.large_binary(), "int": pa.int64(), "float": pa.float32(),
-                     "str_list": pa.large_binary()}
-
-
-def arrow_schema(layout: RawLayout | None = None) -> pa.Schema:
-    """The model's raw columns (all but the example id) as lists: scalars as one-element
-    lists (TFXIO's dense adapter), multi-valued columns as variable-length lists."""
-    layout = layout or default_layout()
-    return pa.schema([(k, pa.large_list(_MODEL_VALUE_TYPE[kind])) for k, kind in layout.columns
-                      if k != layout.example_id])
 
 
 class ReadSplitBatches(beam.DoFn):
@@ -252,44 +220,6 @@ def _timed(items, counter_us):
         yield item
 
 
-def _select(batch: pa.RecordBatch, mask: np.ndarray, n: int,
-            schema: pa.Schema) -> pa.RecordBatch:
-    """The rows of `mask` (`n` of them), of the columns the model batch (`schema`) takes:
-    the id and timestamp are never copied. Applied to the flat parsed columns, before they
-    become one-element lists: filtering the list columns took twice as long."""
-    batch = batch.select(schema.names)
-    return batch if n == batch.num_rows else batch.filter(pa.array(mask))
-
-
-def to_model_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """Raw rows -> the list columns tf.Transform's TFXIO adapter reads (scalars wrapped in
-    one-element lists; multi-valued columns as they are, a null as an empty list)."""
-    offsets = pa.array(np.arange(batch.num_rows + 1, dtype=np.int64))
-    arrays = []
-    for field in schema:
-        col = batch.column(field.name)
-        value_type = field.type.value_type
-        if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
-            col = col.cast(pa.large_list(pa.large_string()))
-            if col.null_count:
-                col = pc.if_else(col.is_null(), pa.scalar([], col.type), col)
-            arrays.append(col.cast(field.type))
-            continue
-        if pa.types.is_floating(value_type):
-            col = col.cast(value_type).fill_null(float("nan"))
-        else:
-            col = col.cast(value_type)
-        arrays.append(pa.LargeListArray.from_arrays(offsets, col))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
-# A day's training rows (all but its held-out rows, which are the eval split while the
-# day is the newest span and never training rows): what analysis reads of every day, so
-# a day's cached statistics are the same whichever window it is part of. The name is
-# part of the analysis cache keys.
-REST = "rest"
-
-
 class ReadTrainingRows(beam.DoFn):
     """Read one input file for analysis: its good rows that are not held out (the rows
     every model trains on). Malformed records are skipped here; the transform read
@@ -322,87 +252,6 @@ class ReadTrainingRows(beam.DoFn):
             n = int(train.sum())
             if n:
                 yield to_model_batch(_select(batch, train, n, self._schema), self._schema)
-
-
-@dataclasses.dataclass(frozen=True)
-class AnalysisSet:
-    """One cacheable unit of analysis: a day's training rows, keyed by what they depend on."""
-    day: dt.date
-    key: str         # tf.Transform DatasetKey: day, eval share and a fingerprint
-
-
-# Bump when parsing/cleaning or the held-out split changes which rows a part yields (it
-# invalidates cached analyses). 2: the split's hash became FNV-1a (components.ctr.features).
-# 3: integer example ids are read (as text), where their rows were refused.
-PARSER_VERSION = 3
-
-
-def analysis_sets(files: dict[dt.date, list[str]], span: dt.date, eval_percent: int,
-                  salt: str = "") -> list[AnalysisSet]:
-    """The datasets the window's analysis is made of: each day's training rows (held-out
-    rows are never training rows, `span` or not).
-
-    A key changes when anything its statistics depend on changes: the day's input files
-    (name, size, modification time), the eval share, the parser and the transform code
-    (`salt`); so a cached entry is only ever reused for identical input and code.
-    """
-    sets = []
-    for day, day_files in files.items():
-        meta = [m for r in FileSystems.match(day_files) for m in r.metadata_list]
-        inputs = sorted((Path(m.path).name, m.size_in_bytes, m.last_updated_in_seconds)
-                        for m in meta)
-        digest = hashlib.sha256(json.dumps(
-            [PARSER_VERSION, salt, eval_percent, REST, inputs]).encode()).hexdigest()[:16]
-        sets.append(AnalysisSet(day, f"{day.isoformat()}_{REST}{eval_percent}_{digest}"))
-    return sets
-
-
-def transform_code_salt() -> str:
-    """Hash of the transform module's source: part of every analysis cache key."""
-    from components.ctr import transform
-    return hashlib.sha256(Path(transform.__file__).read_bytes()).hexdigest()[:16]
-
-
-def commit_analysis_cache(new_cache: Path, cache_dir: str) -> list[str]:
-    """Move freshly written per-dataset cache folders into the shared cache, each with one
-    rename; an existing entry (same key = same inputs and code) is kept. Returns the keys
-    added. Readers never see a half-written entry, and a failed run adds nothing."""
-    added = []
-    if not new_cache.is_dir():
-        return added
-    target = Path(cache_dir)
-    target.mkdir(parents=True, exist_ok=True)
-    for entry in sorted(new_cache.iterdir()):
-        final = target / entry.name
-        if final.exists():
-            continue
-        staging = target / f".tmp-{os.getpid()}-{entry.name}"
-        shutil.move(str(entry), staging)
-        try:
-            os.rename(staging, final)
-            added.append(entry.name)
-        except OSError:          # another run committed the same key first: identical
-            shutil.rmtree(staging, ignore_errors=True)
-    return added
-
-
-def tensor_adapter_config(layout: RawLayout | None = None):
-    """Scalar columns as dense tensors, multi-valued ones as SparseTensors (VarLen)."""
-    from tensorflow_metadata.proto.v0 import schema_pb2
-    from tfx_bsl.public import tfxio
-    layout = layout or default_layout()
-    kinds = layout.kinds
-    schema = arrow_schema(layout)
-    reps = {}
-    for field in schema:
-        rep = schema_pb2.TensorRepresentation()
-        if kinds[field.name] == "str_list":
-            rep.varlen_sparse_tensor.column_name = field.name
-        else:
-            rep.dense_tensor.column_name = field.name
-            rep.dense_tensor.shape.CopyFrom(schema_pb2.FixedShape())
-        reps[field.name] = rep
-    return tfxio.TensorAdapterConfig(schema, reps)
 
 
 _NEW_CACHE = "analysis_cache.new"
@@ -479,65 +328,6 @@ def _analyze(pipeline, args, files, sets: list[AnalysisSet], preprocessing_fn, t
         _ = output_cache | "WriteAnalysisCache" >> analyzer_cache.WriteAnalysisCacheToFS(
             pipeline, FileSystems.join(tmp, _NEW_CACHE), list(keys.values()))
     return transform_fn, output_cache
-
-
-class SplitStatsFn(beam.CombineFn):
-    """Transformed batches of a split -> `components.ctr.split_stats.SplitStats` (rows,
-    clicks, occurrences per id of every categorical field): what the trainer needs before
-    its first step, counted in the transform pass instead of a pass of its own."""
-
-    def __init__(self, cfg):
-        from components.ctr.feature_config import transformed_name
-        fields = cfg.categorical_fields()
-        self._label = cfg.label
-        self._columns = {k: transformed_name(k) for k in fields}
-        self._sizes = {k: cfg.categorical_size(k) for k in fields}
-
-    def create_accumulator(self):
-        from components.ctr import split_stats
-        return split_stats.empty(self._sizes)
-
-    def add_input(self, acc, element):
-        from components.ctr import split_stats
-        batch = element[0] if isinstance(element, tuple) else element   # drop passthrough
-        return split_stats.fold(acc, batch, self._label, self._columns)
-
-    def merge_accumulators(self, accumulators):
-        from components.ctr import split_stats
-        accumulators = iter(accumulators)
-        out = next(accumulators)
-        for acc in accumulators:
-            split_stats.merge(out, acc)
-        return out
-
-    def extract_output(self, acc):
-        return acc
-
-
-def deal(element, writers: int):
-    """A transformed batch as `writers` slices of (almost) equal rows, in order: the shard
-    writers take batches in turn, so each of a bundle's files gets one slice of every batch
-    and the files hold equal rows (up to one per batch) whatever the days' sizes, instead of
-    whole batches of up to --batch-size rows (2 files of one bundle held 141k and 75k rows).
-    With the files' row counts (SHARD_ROWS_FILE) the trainer's workers then read equal
-    shares. Passthrough features (a tuple element) are not kept: the writer drops them."""
-    batch = element[0] if isinstance(element, tuple) else element
-    n = batch.num_rows
-    for i in range(writers):
-        start, stop = n * i // writers, n * (i + 1) // writers
-        if stop > start:
-            yield batch.slice(start, stop - start)
-
-
-def _write_split_stats(by_split: dict, path: str) -> None:
-    """One file for all splits, through Beam's FileSystems (a folder or an object store)."""
-    import io
-
-    from components.ctr import split_stats
-    buf = io.BytesIO()
-    split_stats.write(buf, by_split)
-    with FileSystems.create(path) as f:
-        f.write(buf.getvalue())
 
 
 def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
@@ -635,7 +425,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                                  join(tmp, split), args.gzip_level, NAMESPACE,
                                  writers=writers, rows_file=SHARD_ROWS_FILE))
                 _ = (stats | "AllStats" >> beam.Flatten() | "StatsDict" >> beam.combiners.ToDict()
-                     | "WriteStats" >> beam.Map(_write_split_stats, join(tmp, SPLIT_STATS_FILE)))
+                     | "WriteStats" >> beam.Map(write_split_stats, join(tmp, SPLIT_STATS_FILE)))
         result = pipeline.result
         rawfiles.verify_unchanged(inputs)   # analysis and transform read the same bytes
         # Committed values where the runner has them (DirectRunner, Dataflow, Flink).
