@@ -27,12 +27,33 @@ S = TypeVar("S")
 log = logging.getLogger("retrain.step")
 
 
+class SpecTypeError(TypeError, ValueError):
+    """A spec field whose value is not of its declared type: named, the value never shown."""
+
+
 def spec_from_dict(cls: type[S], data: dict[str, Any]) -> S:
+    """The spec from its JSON form: unknown fields refused, each value checked against its
+    field's annotation, so a wrong type fails here naming the field, not deep in the step."""
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
     if unknown:
         raise ValueError(f"{cls.__name__}: unknown field(s) {unknown}; known: {sorted(names)}")
+    check_types(cls, data)
     return cls(**data)
+
+
+def check_types(cls: type, data: dict[str, Any]) -> None:
+    """pydantic's strict JSON rules (an int is no string and a string no int; a list may
+    fill a tuple, an int a float) on `data` as JSON; values are left as they are."""
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        TypeAdapter(cls).validate_json(json.dumps(data, default=str), strict=True)
+    except ValidationError as e:
+        problems = [f"{'.'.join(str(p) for p in err['loc']) or '(spec)'}: {err['msg']}"
+                    for err in e.errors(include_url=False, include_input=False)]
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise SpecTypeError(f"{cls.__name__}: " + "; ".join(problems[:5]) + more) from None
 
 
 def spec_to_dict(spec) -> dict[str, Any]:
