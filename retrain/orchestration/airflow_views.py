@@ -2,8 +2,13 @@
 FastAPI app the API server mounts at /retrain, behind Airflow's own login and DAG
 permissions:
 
-- /retrain/runs/{dag_id}/{run_id}: the run's span, window, validation gate, verdict,
-  published version, and links to the files below (the tab shows this page);
+- /retrain/runs/{dag_id}/{run_id}: the run's outcome in a line first ("Published ctr v5",
+  "Not published: 124 eval texts < min_eval_rows 200": retrain.orchestration.run_outcome),
+  then its span, window, validation gate, verdict, published version, its tasks' waits for
+  pool slots, and links to the files below (the tab shows this page);
+- /retrain/dags/{dag_id}/runs (a "Retrain runs" tab on the DAG) and /retrain/runs (every
+  retrain DAG): the newest runs with their span and outcome in columns, and the tasks
+  waiting now for a pool slot with what holds it (retrain.orchestration.pool_view);
 - /retrain/runs/{dag_id}/{run_id}/files/{path}: a file of that run's folder (the
   evaluation report, the Data Docs), read by the API server from RETRAIN_HOME, never a
   path of the server's disk that the browser names; its type from its suffix and its
@@ -24,6 +29,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 import json
+import logging
 from pathlib import Path
 from typing import Annotated, Callable
 
@@ -34,10 +40,12 @@ from fastapi.responses import FileResponse, HTMLResponse
 
 from retrain.common import paths, served_files, window
 from retrain.common.run_context import CONTEXT_FILE
-from retrain.orchestration import asset_events_view
+from retrain.orchestration import asset_events_view, pool_view, pool_wait, run_outcome
 from retrain.orchestration.families import FAMILIES
 from retrain.orchestration.ui_routes import PREFIX
 from retrain.orchestration.dag_defaults import home
+
+log = logging.getLogger("retrain.views")
 
 app = FastAPI(title="retrain run views", docs_url=None, redoc_url=None, openapi_url=None)
 
@@ -68,19 +76,50 @@ def recent_asset_events() -> list[dict]:
     return asset_events_view.recent()
 
 
+def _from_db(read: Callable, empty, what: str):
+    """A page reads its run folder first; what Airflow's DB adds (task states, pools) is
+    left out, said in the server's log, when it cannot be read."""
+    try:
+        return read()
+    except Exception:  # noqa: BLE001 - any DB or ORM error: the page still shows the folder
+        log.warning("retrain views: could not read %s from Airflow's DB", what,
+                    exc_info=True)
+        return empty
+
+
+def run_tasks(dag_id: str, run_id: str) -> list[dict]:
+    """The run's task instances from Airflow's DB (a dependency: tests replace it)."""
+    return _from_db(lambda: pool_view.run_task_rows(dag_id, run_id), [], "the run's tasks")
+
+
+def pool_waits() -> list[dict]:
+    """The pools with a task waiting for a slot now (a dependency: tests replace it)."""
+    return _from_db(pool_view.current, [], "the pools")
+
+
+def recent_runs(dag_id: str | None = None) -> list[dict]:
+    """The newest runs of one retrain DAG (every retrain DAG's without one)."""
+    dag_ids = [dag_id] if dag_id else sorted(f.dag_id for f in FAMILIES.values())
+    return _from_db(lambda: pool_view.recent_run_rows(dag_ids), [], "the runs")
+
+
 def _run_folder(dag_id: str, run_id: str) -> Path:
     """The run's artifact folder: runs/<family>/dt=<span>/<run id>, found by run id. A run
     also writes under older days of its window (their validation), so its own span is the
     latest day with a folder of that run id."""
+    family = _family(dag_id)
+    folder = run_outcome.run_folder(home(), family, run_id)
+    if folder is None:
+        raise HTTPException(404, f"no artifacts for run {run_id} of {dag_id} yet under "
+                                 f"{home() / 'runs'} (the run has not written any)")
+    return folder
+
+
+def _family(dag_id: str) -> str:
     family = next((f.name for f in FAMILIES.values() if f.dag_id == dag_id), None)
     if family is None:
         raise HTTPException(404, f"{dag_id} is not a retrain DAG")
-    found = [p for p in (home() / "runs" / family).glob(f"dt=*/{paths.safe_run_id(run_id)}")
-             if p.is_dir()]
-    if not found:
-        raise HTTPException(404, f"no artifacts for run {run_id} of {dag_id} yet under "
-                                 f"{home() / 'runs'} (the run has not written any)")
-    return max(found, key=lambda p: p.parent.name)
+    return family
 
 
 def _summary(folder: Path, name: str = "run_summary.json") -> dict:
@@ -119,9 +158,42 @@ def _link(href: str, text: str) -> str:
     return f'<a href="{html.escape(href)}">{html.escape(text)}</a>'
 
 
-def run_page(dag_id: str, run_id: str, folder: Path, events: list[dict] = ()) -> str:
-    """The run at a glance, from its run_summary.json (written by push) and its folder."""
+FINISHED = ("success", "failed", "skipped", "upstream_failed", "removed")
+
+
+def run_state_of(tasks: list[dict]) -> str | None:
+    """The run's end as its tasks tell it (None: still going, or unknown)."""
+    states = [t.get("state") for t in tasks]
+    if not states or any(s not in FINISHED for s in states):
+        return None
+    return "failed" if any(s in run_outcome.FAILED_STATES for s in states) else "success"
+
+
+def pool_wait_lines(tasks: list[dict], pools: list[dict], run_id: str) -> list[str]:
+    """The run's tasks that waited for a pool slot (queued - scheduled, from Airflow's DB)
+    and those waiting now, with what holds the slots."""
+    out = []
+    for t in tasks:
+        scheduled, queued = t.get("scheduled_dttm"), t.get("queued_dttm")
+        if scheduled and queued and t.get("pool") and (
+                queued - scheduled).total_seconds() >= pool_wait.MIN_WAIT_S:
+            out.append(f"{t['task_id']} waited "
+                       f"{pool_wait.duration_words((queued - scheduled).total_seconds())} "
+                       f"for a slot of pool {t['pool']}")
+    for pool in pools:
+        out.extend(pool_view.lines(pool, run_id=run_id))
+    return out
+
+
+def run_page(dag_id: str, run_id: str, folder: Path, events: list[dict] = (),
+             tasks: list[dict] = (), pools: list[dict] = ()) -> str:
+    """The run at a glance, from its run_summary.json (written by push) and its folder;
+    `tasks` (its task instances) and `pools` (pool_view.current()) from Airflow's DB."""
     s, ctx = _summary(folder), _summary(folder, CONTEXT_FILE)
+    tasks = list(tasks)
+    failed = [t["task_id"] for t in tasks if t.get("state") == "failed"]
+    outcome = run_outcome.outcome_of(folder, model=folder.parents[1].name,
+                                     failed_tasks=failed, run_state=run_state_of(tasks))
     base = f"{PREFIX}/runs/{dag_id}/{run_id}/files"
     span = s.get("span") or ctx.get("span") or folder.parent.name[3:]
     why = f" ({ctx['span_reason']})" if ctx.get("span_reason") else ""
@@ -162,6 +234,9 @@ def run_page(dag_id: str, run_id: str, folder: Path, events: list[dict] = ()) ->
                                    else "nothing (not blessed)")))
     else:
         rows.append(("status", html.escape(_status_before_push(folder, ctx))))
+    waits = pool_wait_lines(tasks, list(pools), run_id)
+    if waits:
+        rows.append(("pool slots", "<br>".join(html.escape(w) for w in waits)))
     links = [(rel, text) for rel, text in (("evaluation/report.html", "Evaluation report"),
                                            ("validation/data_docs/index.html", "Data Docs"))
              if (folder / rel).is_file()]
@@ -169,6 +244,7 @@ def run_page(dag_id: str, run_id: str, folder: Path, events: list[dict] = ()) ->
                  or "none yet"))
     body = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     return _page(f"{html.escape(dag_id)}: {html.escape(run_id)}",
+                 f"<p class='outcome'><strong>{html.escape(outcome)}</strong></p>"
                  f"<table>{body}</table><h3>asset events of this run</h3>"
                  + asset_events_view.table(list(events), with_run=False))
 
@@ -193,8 +269,51 @@ def _page(title: str, body: str) -> str:
 @app.get("/runs/{dag_id}/{run_id}", response_class=HTMLResponse,
          dependencies=READ)
 def run_view(dag_id: str, run_id: str,
-             events: Annotated[list[dict], Depends(run_asset_events)]) -> str:
-    return run_page(dag_id, run_id, _run_folder(dag_id, run_id), events)
+             events: Annotated[list[dict], Depends(run_asset_events)],
+             tasks: Annotated[list[dict], Depends(run_tasks)],
+             pools: Annotated[list[dict], Depends(pool_waits)]) -> str:
+    return run_page(dag_id, run_id, _run_folder(dag_id, run_id), events, tasks, pools)
+
+
+def runs_page(title: str, runs: list[dict], pools: list[dict]) -> str:
+    """The newest runs with their span and outcome in columns (what Airflow's runs list
+    leaves to a click per run), then the tasks waiting for a pool slot now."""
+    folders = {}
+    for f in FAMILIES.values():
+        folders[f.dag_id] = (f.name, run_outcome.run_folders(home(), f.name))
+    rows = []
+    for r in runs:
+        family, found = folders.get(r["dag_id"], (None, {}))
+        if family is None:
+            continue
+        folder = found.get(paths.safe_run_id(r["run_id"]))
+        line = run_outcome.outcome_of(folder, model=family, failed_tasks=r.get("failed") or (),
+                                      run_state=r.get("state"))
+        started = r.get("start_date")
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in (
+            _link(f"{PREFIX}/runs/{r['dag_id']}/{r['run_id']}", r["run_id"]),
+            html.escape(r["dag_id"]), html.escape(str(r.get("state") or "")),
+            html.escape(run_outcome.span_of(folder) or "not resolved yet"),
+            html.escape(line),
+            html.escape(f"{started:%Y-%m-%d %H:%M}" if started else ""))) + "</tr>")
+    table = ("<table class='events'><tr><th>run</th><th>DAG</th><th>state</th><th>span</th>"
+             "<th>outcome</th><th>started (UTC)</th></tr>" + "".join(rows) + "</table>"
+             if rows else "<p>no runs yet</p>")
+    return _page(title, "<h3>tasks waiting for a pool slot now</h3>" + pool_view.table(pools)
+                 + "<h3>runs, newest first</h3>" + table)
+
+
+@app.get("/dags/{dag_id}/runs", response_class=HTMLResponse, dependencies=READ)
+def dag_runs_view(dag_id: str, runs: Annotated[list[dict], Depends(recent_runs)],
+                  pools: Annotated[list[dict], Depends(pool_waits)]) -> str:
+    _family(dag_id)
+    return runs_page(f"runs of {html.escape(dag_id)}", runs, pools)
+
+
+@app.get("/runs", response_class=HTMLResponse, dependencies=READ)
+def runs_view(runs: Annotated[list[dict], Depends(recent_runs)],
+              pools: Annotated[list[dict], Depends(pool_waits)]) -> str:
+    return runs_page("retrain runs", runs, pools)
 
 
 @app.get("/assets", response_class=HTMLResponse, dependencies=[Depends(can_read_assets)])

@@ -34,7 +34,10 @@ def wait_for_turn_task(family: Family, limit: dict[str, dt.timedelta]):
         before it (retrain.orchestration.turns), so overlapping runs never compare with a
         model that is about to be replaced; a shadow run goes on at once."""
         ctx = RunContext.from_xcom(ctx)
+        from retrain.orchestration.pool_wait import mark_ended
+
         if ctx.shadow:
+            mark_ended(ctx.run_dir, "wait_for_turn")   # evaluate was ready from now on
             return True
         import logging
 
@@ -56,7 +59,9 @@ def wait_for_turn_task(family: Family, limit: dict[str, dt.timedelta]):
         if waiting:
             log.info("turn: waiting for %s to evaluate and publish first",
                      ", ".join(waiting))
-        return not waiting
+            return False
+        mark_ended(ctx.run_dir, "wait_for_turn")
+        return True
 
     return wait_for_turn
 

@@ -106,6 +106,9 @@ def wait_for_span_task(limit: dict[str, dt.timedelta]):
 
         marker = Path(ctx.span_dir) / "_SUCCESS"
         if marker.exists():
+            from retrain.orchestration.pool_wait import mark_ended
+
+            mark_ended(ctx.run_dir, "wait_for_span")   # validate was ready from now on
             return True
         first = ti.get_first_reschedule_date(context) or timezone.utcnow()
         waited = (timezone.utcnow() - first).total_seconds()

@@ -6,6 +6,9 @@ will run. The family's descriptor decides the task id (text's train is `finetune
 pool and the step; each task runs its step through `tracked_stage.run_stage`, so every
 family gets the same lineage, reuse and typed failures.
 
+Each task says at the top of its log how long it waited for a slot of its pool, when it
+did, and records its end for the next one (retrain.orchestration.pool_wait).
+
 airflow.sdk + stdlib + the descriptor at import; a family's builders and steps are
 imported inside the tasks, so DAG parsing stays cheap.
 """
@@ -18,6 +21,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from retrain.common.run_context import Built, RunContext
 from retrain.orchestration.families import Family, resolve
+from retrain.orchestration import pool_wait
 from retrain.orchestration.handoff_checks import (check_examples_custody, validated_content,
                                                   verify_window)
 from retrain.orchestration.run_assets import RunAssets
@@ -25,14 +29,32 @@ from retrain.orchestration.tracked_stage import published, raw_ref_or_fail, run_
 from retrain.orchestration.window_days import judge_window, left_out_problem, screen_window
 
 
+# The task each stage runs after (the DAG is one chain): its end is when the stage was ready.
+AFTER = {"validate": "wait_for_span", "preprocess": "validate", "train": "preprocess",
+         "evaluate": "wait_for_turn"}
+
+
+def started(family: Family, stage: str, ctx: RunContext, ti, dag_run) -> str | None:
+    """At the stage task's start: the pool-wait line in its log, when it waited."""
+    after = AFTER[stage]
+    return pool_wait.log_wait(ctx.run_dir, family.task_id(after) if after in family.stages
+                              else after, family.stages[stage].pool, ti, dag_run)
+
+
+def ended(family: Family, stage: str, ctx: RunContext) -> None:
+    """The stage's end, from which the next task's wait is measured."""
+    pool_wait.mark_ended(ctx.run_dir, family.task_id(stage))
+
+
 def validate_task(family: Family, assets: RunAssets, limit: dict[str, dt.timedelta]):
     """The validate task (call it with resolve_span's output): an event on the raw Asset."""
     @task(task_id=family.task_id("validate"), pool=family.stages["validate"].pool,
           outlets=[assets.raw], execution_timeout=limit["validate"])
-    def validate(ctx: dict, params=None, outlet_events=None) -> dict:
+    def validate(ctx: dict, params=None, outlet_events=None, ti=None, dag_run=None) -> dict:
         """The family's validation suite; a failed gate quarantines the span and fails
         the task without retry (an override param lets it through, recorded)."""
         ctx = RunContext.from_xcom(ctx)
+        started(family, "validate", ctx, ti, dag_run)
         import logging
 
         from retrain.orchestration.lineage import config_refs
@@ -49,6 +71,7 @@ def validate_task(family: Family, assets: RunAssets, limit: dict[str, dt.timedel
             logging.getLogger("retrain.dag").warning(
                 "validation failed %s error rule(s) and was overridden: %s",
                 result["n_failed"], result["override_reason"])
+        ended(family, "validate", ctx)
         return result
 
     return validate
@@ -59,11 +82,13 @@ def preprocess_task(family: Family, assets: RunAssets, limit: dict[str, dt.timed
     transformed-examples Asset."""
     @task(task_id=family.task_id("preprocess"), pool=family.stages["preprocess"].pool,
           outlets=[assets.examples], execution_timeout=limit["preprocess"])
-    def preprocess(ctx: dict, validation: dict, params=None, outlet_events=None) -> dict:
+    def preprocess(ctx: dict, validation: dict, params=None, outlet_events=None, ti=None,
+                   dag_run=None) -> dict:
         """Beam over the window's days that passed validation (bad data never trains a
         model), if no more were left out than the window policy allows; reused when
         inputs, code and params match."""
         ctx = RunContext.from_xcom(ctx)
+        started(family, "preprocess", ctx, ti, dag_run)
         from retrain.orchestration.lineage import config_refs
 
         screened = screen_window(family, ctx, params)
@@ -90,6 +115,7 @@ def preprocess_task(family: Family, assets: RunAssets, limit: dict[str, dt.timed
             "span": ctx.span, "window": screened["used"],
             "uri": result["artifact"]["uri"], "fingerprint": result["artifact"]["fingerprint"],
             "reused_from": result.get("reused_from"), "run_id": ctx.run_id}
+        ended(family, "preprocess", ctx)
         return {**result, "window_screen": screened, "window_policy": judged}
 
     return preprocess
@@ -100,18 +126,21 @@ def train_task(family: Family, assets: RunAssets, limit: dict[str, dt.timedelta]
     the transformed-examples Asset is its inlet."""
     @task(task_id=family.task_id("train"), pool=family.stages["train"].pool,
           inlets=[assets.examples], execution_timeout=limit["train"])
-    def train(ctx: dict, preprocessed: dict, params=None) -> dict:
+    def train(ctx: dict, preprocessed: dict, params=None, ti=None, dag_run=None) -> dict:
         """Train (or fine-tune) on the preprocessed window; a retry resumes from its
         checkpoints where the trainer keeps them. Reused when inputs, code and params
         match."""
         ctx = RunContext.from_xcom(ctx)
+        started(family, "train", ctx, ti, dag_run)
         check_examples_custody(ctx, preprocessed)
         path, refs = published(family, ctx) if family.warm_start else (None, [])
         upstream = {"preprocess": preprocessed, "published": path}
         built = Built.of(resolve(family.stages["train"].build)(ctx, params, upstream))
-        return run_stage(family, "train", ctx, params, upstream,
-                         [preprocessed["artifact"], *(refs if built.reads_published else [])],
-                         spec=built.spec)
+        result = run_stage(family, "train", ctx, params, upstream,
+                           [preprocessed["artifact"],
+                            *(refs if built.reads_published else [])], spec=built.spec)
+        ended(family, "train", ctx)
+        return result
 
     return train
 
@@ -120,10 +149,12 @@ def evaluate_task(family: Family, limit: dict[str, dt.timedelta]):
     """The evaluate task (call it with the run, preprocess's and train's results)."""
     @task(task_id=family.task_id("evaluate"), pool=family.stages["evaluate"].pool,
           execution_timeout=limit["evaluate"])
-    def evaluate(ctx: dict, preprocessed: dict, trained: dict, params=None) -> dict:
+    def evaluate(ctx: dict, preprocessed: dict, trained: dict, params=None, ti=None,
+                 dag_run=None) -> dict:
         """Candidate against the published model on the same held-out rows; the gate's
         verdict is always recomputed (it depends on what is published now)."""
         ctx = RunContext.from_xcom(ctx)
+        started(family, "evaluate", ctx, ti, dag_run)
         path, refs = published(family, ctx)
         if family.evaluate_reads == "raw_span":   # the window's held-out raw rows
             screened = preprocessed.get("window_screen") or {}

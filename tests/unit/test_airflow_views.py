@@ -53,6 +53,10 @@ def client(tmp_path, monkeypatch):
     overrides[airflow_views.run_asset_events] = lambda dag_id, run_id: [
         e for e in EVENTS if (e["dag_id"], e["run_id"]) == (dag_id, run_id)]
     overrides[airflow_views.recent_asset_events] = lambda: EVENTS
+    # Task states and pools from Airflow's DB (tests/unit/test_run_outcome.py reads them
+    # from a real one): none here.
+    overrides[airflow_views.run_tasks] = lambda dag_id, run_id: []
+    overrides[airflow_views.pool_waits] = lambda: []
     yield TestClient(airflow_views.app)
     airflow_views.app.dependency_overrides.clear()
 
@@ -61,6 +65,7 @@ def test_the_run_page_says_what_the_run_did_and_links_its_reports(client):
     page = client.get(f"/runs/ctr_daily_retrain/{RUN}")
     assert page.status_code == 200
     text = page.text
+    assert "<strong>Published ctr v4</strong>" in text.split("<table>")[0]   # first
     assert "2026-11-03" in text and "2 day(s): 2026-11-02, 2026-11-03" in text
     assert "left out: 2026-11-01 (never delivered)" in text
     assert "passed: 0 failed of 72 expectations" in text and "auc 0.79" in text
@@ -143,7 +148,8 @@ def test_every_view_refuses_an_anonymous_request(airflow_home, tmp_path, monkeyp
     monkeypatch.setenv("RETRAIN_HOME", str(tmp_path))
     assert not airflow_views.app.dependency_overrides
     anonymous = TestClient(airflow_views.app)
-    for path in ("/assets", f"/runs/ctr_daily_retrain/{RUN}",
+    for path in ("/assets", f"/runs/ctr_daily_retrain/{RUN}", "/runs",
+                 "/dags/ctr_daily_retrain/runs",
                  f"/runs/ctr_daily_retrain/{RUN}/files/run_summary.json", "/lineage/ctr/1",
                  "/lineage/ctr/1/artifacts/any"):
         assert anonymous.get(path).status_code == 401, path
