@@ -32,6 +32,8 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+from retrain.config_yaml import render
+
 FAMILIES = {"ctr": "components.ctr.suggest", "text": "components.text.suggest"}
 VALUE_CAP = 10_000        # distinct values counted exactly per column (vocabularies)
 HASH_CAP = 2_000_000      # distinct values tracked per column (ids, hash buckets)
@@ -418,58 +420,6 @@ def profile(raw_root: str | Path, days: int | None = None) -> Profile:
         columns.setdefault(name, Column(name)).arrow |= types
     return Profile(raw_root=str(raw_root), days=out, columns=columns, formats=formats,
                    suffixes=suffixes, window=window, delivered=len(delivered))
-
-
-# ------------------------------------------------------------------------ YAML out
-
-_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
-_YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "none", "~"}
-
-
-def scalar(v) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        text = f"{v:.6f}".rstrip("0")
-        return text + "0" if text.endswith(".") else text
-    v = str(v)
-    return v if _PLAIN.match(v) and v.lower() not in _YAML_WORDS else json.dumps(v)
-
-
-def _comment(text: str) -> str:
-    return "  # " + " ".join(str(text).split()) if text else ""
-
-
-def render(doc, indent: int = 0) -> list[str]:
-    """YAML lines of a dict whose leaves may be (value, comment) tuples; keys starting
-    with "#" are comment lines. Lists of scalars go in flow style."""
-    pad, lines = "  " * indent, []
-    for key, value in doc.items():
-        if str(key).startswith("#"):
-            lines += [f"{pad}# {line}" for line in str(value).splitlines()]
-            continue
-        comment = ""
-        if isinstance(value, tuple):
-            value, comment = value
-        head = f"{pad}{scalar(key)}:"
-        if isinstance(value, dict) and value:
-            lines += [head + _comment(comment), *render(value, indent + 1)]
-        elif isinstance(value, list) and value and isinstance(value[0], dict):
-            lines.append(head + _comment(comment))
-            for item in value:
-                sub = render(item, indent + 2)
-                lines += [f"{pad}  - {sub[0].lstrip()}", *sub[1:]]
-        elif isinstance(value, (list, dict)):
-            flow = "{}" if isinstance(value, dict) else \
-                "[" + ", ".join(scalar(x) for x in value) + "]"
-            lines.append(f"{head} {flow}{_comment(comment)}")
-        else:
-            lines.append(f"{head} {scalar(value)}{_comment(comment)}")
-    return lines
 
 
 # ------------------------------------------------------------------------ the command

@@ -18,6 +18,7 @@ from components.text import task_config
 from components.text.tickets import tickets
 from retrain import cli
 from retrain import config_suggest as cs
+from retrain import config_yaml
 
 
 def _suggest(*args: str) -> int:
@@ -191,11 +192,11 @@ def test_help_lists_the_options(capsys):
 
 
 def test_yaml_scalars_that_read_as_other_types_are_quoted():
-    assert cs.scalar("yes") == '"yes"' and cs.scalar("no") == '"no"'
-    assert cs.scalar("12") == '"12"' and cs.scalar("a b") == '"a b"'
-    assert cs.scalar(0.0001) == "0.0001" and cs.scalar(2.0) == "2.0"
+    assert config_yaml.scalar("yes") == '"yes"' and config_yaml.scalar("no") == '"no"'
+    assert config_yaml.scalar("12") == '"12"' and config_yaml.scalar("a b") == '"a b"'
+    assert config_yaml.scalar(0.0001) == "0.0001" and config_yaml.scalar(2.0) == "2.0"
     doc = {"labels": (["no", "yes"], "a comment"), "#c": "a line"}
-    assert yaml.safe_load("\n".join(cs.render(doc))) == {"labels": ["no", "yes"]}
+    assert yaml.safe_load("\n".join(config_yaml.render(doc))) == {"labels": ["no", "yes"]}
 
 
 # ------------------------------------------------------------------ issues 46 and 47
