@@ -39,27 +39,45 @@ def note_for(dag_id: str, run_id: str, failed_tasks: list[str],
     return run_outcome.note(run_outcome.span_of(folder), line)
 
 
-def _failed_tasks(dag_run) -> list[str]:
-    from sqlalchemy.orm import object_session
-
-    session = object_session(dag_run)
-    tis = (dag_run.get_task_instances(state=["failed"], session=session)
-           if session is not None else dag_run.get_task_instances(state=["failed"]))
+def _failed_tasks(dag_run, session) -> list[str]:
+    tis = dag_run.get_task_instances(state=["failed"], session=session)
     return [ti.task_id for ti in sorted(tis, key=lambda t: (t.end_date is None,
                                                             t.end_date or 0))]
 
 
-def set_note(dag_run, run_state: str) -> str | None:
-    """Set the run's note to its outcome unless a person wrote one; returns the note set."""
-    existing = getattr(dag_run, "dag_run_note", None)
-    if existing is not None and getattr(existing, "user_id", None) is not None:
+def _set(dag_run, session, run_state: str) -> str | None:
+    existing = dag_run.dag_run_note
+    if existing is not None and existing.user_id is not None:
         return None                        # a person's note stays
-    text = note_for(dag_run.dag_id, dag_run.run_id, _failed_tasks(dag_run), run_state)
+    text = note_for(dag_run.dag_id, dag_run.run_id, _failed_tasks(dag_run, session),
+                    run_state)
     if text is None:
         return None
     dag_run.note = text
     log.info("run %s of %s: note %r", dag_run.run_id, dag_run.dag_id, text)
     return text
+
+
+def set_note(dag_run, run_state: str) -> str | None:
+    """Set the run's note to its outcome unless a person wrote one; returns the note set.
+
+    The scheduler hands the listener a row of its own session, still in its transaction:
+    the note goes into that transaction (a second session would wait on the row the
+    scheduler holds). `dag.test()` hands a detached one: then a session of our own."""
+    from sqlalchemy.orm import object_session
+
+    if not any(f.dag_id == dag_run.dag_id for f in FAMILIES.values()):
+        return None
+    session = object_session(dag_run)
+    if session is not None:
+        return _set(dag_run, session, run_state)
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    with create_session() as own:
+        row = own.query(DagRun).filter(DagRun.dag_id == dag_run.dag_id,
+                                       DagRun.run_id == dag_run.run_id).one_or_none()
+        return _set(row, own, run_state) if row is not None else None
 
 
 @hookimpl

@@ -352,3 +352,32 @@ def test_a_run_that_ends_gets_its_span_and_outcome_as_note(airflow_home, tmp_pat
                                    "eval texts < min_eval_rows 200 (and 1 more failed rule)")
     assert notes["note_run_2"] == "looking into it"
     assert notes["note_run_3"] is None
+
+
+def test_airflow_calls_the_listener_when_a_run_ends(register_dag, tmp_path, monkeypatch):
+    """Through Airflow's own run loop (dag.test() ends the run as the scheduler does): the
+    note is on the run afterwards."""
+    from types import SimpleNamespace
+
+    from airflow.models.dagrun import DagRun
+    from airflow.sdk import DAG, task
+    from airflow.utils.session import create_session
+
+    from retrain.orchestration import run_note_listener
+
+    monkeypatch.setenv("RETRAIN_HOME", str(tmp_path))
+    monkeypatch.setattr(run_note_listener, "FAMILIES", {"fake": SimpleNamespace(
+        name="fake", dag_id="note_listener_test")})
+
+    @task
+    def push(run_id=None):   # what push leaves in the run's folder
+        _folder(tmp_path, "fake", "2026-12-03", run_id, {"published": {"version": 2}})
+
+    with DAG("note_listener_test", schedule=None, start_date=T0) as dag:
+        push()
+    register_dag(dag)
+    run = dag.test(logical_date=T0)
+    with create_session() as session:
+        note = session.query(DagRun).filter(DagRun.dag_id == "note_listener_test",
+                                            DagRun.run_id == run.run_id).one().note
+    assert note == "span 2026-12-03: Published fake v2"
