@@ -46,6 +46,7 @@ from retrain.common import paths
 from retrain.common.registry import Registry
 from components.text.load import LoadTextSpec, run as load_text
 from retrain.orchestration.stack import Stack, StackSpec
+from ui_browser import Page, answer_required_action, log_in, need_browser, open_retrain_tab
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow_server]
 
@@ -53,8 +54,6 @@ REPO = Path(__file__).resolve().parents[2]
 DAG_ID = "ctr_daily_retrain"
 TEXT_DAG_ID = "text_daily_finetune"
 RECS_DAG_ID = "ctr_daily_recommendations"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 RUN_TIMEOUT = 900
 # Airflow's own environment (requirements-airflow.lock): no TensorFlow, Beam or GX.
 AIRFLOW_VENV = Path(os.environ.get("RETRAIN_AIRFLOW_VENV", REPO / ".venv-airflow"))
@@ -141,89 +140,9 @@ def airflow_server(tmp_path_factory):
         stack.down(purge=True)       # its database under /var/tmp too
 
 
-class Page:
-    """Headless chromium on the UI, with the few gestures the test needs."""
-
-    def __init__(self, base: str, shots: Path):
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-
-        options = webdriver.ChromeOptions()
-        options.binary_location = CHROMIUM
-        for arg in ("--headless=new", "--no-sandbox", "--disable-background-networking",
-                    "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1600,1000"):
-            options.add_argument(arg)
-        # An explicit driver: selenium never tries to download one.
-        self.driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-        self.base, self.shots = base, shots
-
-    def open(self, path: str) -> None:
-        self.driver.get(self.base + path)
-
-    def text(self) -> str:
-        from selenium.webdriver.common.by import By
-        return self.driver.find_element(By.TAG_NAME, "body").text
-
-    def wait_for(self, what: str, predicate, timeout: float = 60, reload_every: float = 0,
-                 on_timeout=lambda: ""):
-        """Poll the page until predicate(page text) is truthy; reload it every
-        `reload_every` s (a run's state changes on the server, not in the open page)."""
-        deadline = time.time() + timeout
-        last_reload = time.time()
-        while True:
-            try:
-                value = predicate(self.text())
-            except Exception:  # noqa: BLE001 - the page is still rendering
-                value = None
-            if value:
-                return value
-            if time.time() > deadline:
-                shot = self.shot("timeout.png")
-                raise AssertionError(f"the page never showed {what} in {timeout:.0f} s "
-                                     f"(screenshot {shot}):\n{self.text()[-1500:]}\n"
-                                     f"{on_timeout()}")
-            if reload_every and time.time() - last_reload > reload_every:
-                self.driver.refresh()
-                last_reload = time.time()
-            time.sleep(1)
-
-    def find(self, css: str = None, xpath: str = None, timeout: float = 30):
-        from selenium.webdriver.common.by import By
-
-        by, value = (By.XPATH, xpath) if xpath else (By.CSS_SELECTOR, css)
-        return self.wait_for(f"element {value}", lambda _: next(
-            (e for e in self.driver.find_elements(by, value) if e.is_displayed()), None),
-            timeout)
-
-    def button(self, label: str, within: str = ""):
-        return self.find(xpath=f"{within}//button[normalize-space(.)='{label}']")
-
-    def type_into(self, name: str, value: str) -> None:
-        from selenium.webdriver.common.keys import Keys
-
-        field = self.find(css=f"[name='{name}']")
-        field.click()
-        field.send_keys(Keys.CONTROL, "a")
-        field.send_keys(value)
-
-    def shot(self, name: str) -> Path:
-        path = self.shots / name
-        self.driver.save_screenshot(str(path))
-        out = os.environ.get("RETRAIN_SCREENSHOT_DIR")
-        if out:
-            Path(out).mkdir(parents=True, exist_ok=True)
-            shutil.copy(path, Path(out) / name)
-        return path
-
-
 @pytest.fixture(scope="module")
 def page(airflow_server):
-    if not (CHROMIUM and CHROMEDRIVER):
-        message = ("chromium and chromedriver are needed (Debian: apt-get install chromium "
-                   "chromium-driver; .ci/run installs them)")
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    need_browser()
     p = Page(airflow_server["url"], airflow_server["base"])
     yield p
     p.driver.quit()
@@ -335,11 +254,7 @@ def test_a_user_trains_and_backfills_from_the_ui(airflow_server, page):
     api, home, today = airflow_server["api"], airflow_server["home"], airflow_server["today"]
 
     # Log in through the login form (the root redirects there).
-    page.open("/")
-    page.find(css="input[name='username']").send_keys("admin")
-    page.find(css="input[name='password']").send_keys(airflow_server["password"])
-    page.button("Sign in").click()
-    page.wait_for("the home page", lambda _: "/auth/login" not in page.driver.current_url)
+    log_in(page, airflow_server["password"])
     # Recommendations follow every publish (the CTR model Asset schedules them).
     api.call("PATCH", f"/api/v2/dags/{RECS_DAG_ID}", {"is_paused": False})
 
@@ -392,13 +307,7 @@ def test_a_user_trains_and_backfills_from_the_ui(airflow_server, page):
 
     # The run's "Retrain" tab (retrain.orchestration.airflow_plugin): span, window, gate, verdict, and
     # the evaluation report and Data Docs one click away, served through the API server.
-    def open_retrain_tab():
-        page.driver.switch_to.default_content()
-        page.open(f"/dags/{DAG_ID}/runs/{manual}")
-        page.find(xpath="//a[normalize-space(.)='Retrain']").click()
-        page.driver.switch_to.frame(page.find(css="iframe"))
-
-    open_retrain_tab()
+    open_retrain_tab(page, DAG_ID, manual)
     tab = page.wait_for("the run's summary in the Retrain tab",
                         lambda t: "verdict" in t and "Data Docs" in t and t)
     span = (today - dt.timedelta(days=1)).isoformat()
@@ -407,7 +316,7 @@ def test_a_user_trains_and_backfills_from_the_ui(airflow_server, page):
     page.find(xpath="//a[normalize-space(.)='Evaluation report']").click()
     page.wait_for("the evaluation report", lambda t: "Evaluation of ctr" in t and span in t)
     page.shot("ui-evaluation-report.png")
-    open_retrain_tab()
+    open_retrain_tab(page, DAG_ID, manual)
     page.find(xpath="//a[normalize-space(.)='Data Docs']").click()
     # The index lists the validations only when its JavaScript libraries load: they are
     # served from the docs folder (retrain.common.docs_assets), not from CDNs.
@@ -515,17 +424,8 @@ def _wait_for_task(server, run_id: str, task_id: str, states: tuple[str, ...]) -
 
 def _answer_in_the_page(page: Page, run_id: str, option: str, reason: str) -> None:
     """Open Required Actions, find the run's request, answer it with a reason."""
-    page.open("/required_actions")
-    page.wait_for("the request in Required Actions", lambda t: "approve" in t,
-                  reload_every=5)
-    page.shot("ui-required-actions.png")
-    page.open(f"/dags/{DAG_ID}/runs/{run_id}/tasks/approve/required_actions")
-    page.wait_for("the approval request with the gate's reasons",
-                  lambda t: "Publish this candidate?" in t and "gate" in t.lower(),
-                  reload_every=5)
-    page.type_into("element_reason", reason)
-    page.shot(f"ui-approval-{option.lower()}.png")
-    page.button(option).click()
+    answer_required_action(page, DAG_ID, run_id, option, reason,
+                           ("ui-required-actions.png", f"ui-approval-{option.lower()}.png"))
 
 
 def test_a_person_approves_and_rejects_a_candidate_in_required_actions(airflow_server, page):
@@ -569,9 +469,7 @@ def test_a_person_approves_and_rejects_a_candidate_in_required_actions(airflow_s
     # its artifact's page.
     from selenium.webdriver.common.by import By
 
-    page.open(f"/dags/{DAG_ID}/runs/{approved}")
-    page.find(xpath="//a[normalize-space(.)='Retrain']").click()
-    page.driver.switch_to.frame(page.find(css="iframe"))
+    open_retrain_tab(page, DAG_ID, approved)
     page.find(xpath="//a[contains(., '(lineage)')]").click()
     page.wait_for("the lineage graph", lambda t: "Click a box for its record" in t)
     boxes = page.driver.find_elements(By.CSS_SELECTOR, "svg a")
@@ -617,9 +515,7 @@ def test_the_text_runs_report_opens_from_its_retrain_tab(airflow_server, page):
         assert time.time() < deadline, f"the text run did not finish: {runs}"
         time.sleep(5)
     run_id = runs[0]["dag_run_id"]
-    page.open(f"/dags/{TEXT_DAG_ID}/runs/{run_id}")
-    page.find(xpath="//a[normalize-space(.)='Retrain']").click()
-    page.driver.switch_to.frame(page.find(css="iframe"))
+    open_retrain_tab(page, TEXT_DAG_ID, run_id)
     page.find(xpath="//a[normalize-space(.)='Evaluation report']").click()
     page.wait_for("the text evaluation report", lambda t: "Evaluation of text" in t)
     page.shot("ui-text-report.png")
