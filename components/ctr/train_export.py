@@ -38,7 +38,7 @@ def parameter_count(net) -> int:
 def sample_metrics(net, eval_pattern: str, feature_spec: dict, label: str,
                    base_rate: float) -> dict:
     """AUC and log loss of `net` on at most EXPORT_SAMPLE_ROWS eval rows, labelled as a
-    sample; {} when the eval split is empty."""
+    sample; {} when the eval split is empty, AUC None when the sample has one class."""
     import numpy as np
 
     from components import metrics
@@ -53,7 +53,10 @@ def sample_metrics(net, eval_pattern: str, feature_spec: dict, label: str,
     if labels_all:
         y, p = np.concatenate(labels_all), np.concatenate(probs_all)
         # Every learned term starts at zero, so the untrained model predicts the base rate.
-        val = {"val_auc": round(metrics.auc(y, p), 5),
+        # A quiet span's sample may hold one class only: AUC is undefined there (None),
+        # which must not fail a training that the evaluation step judges on every row.
+        one_class = len(np.unique(y)) < 2
+        val = {"val_auc": None if one_class else round(metrics.auc(y, p), 5),
                "val_log_loss": round(metrics.log_loss(y, p), 5),
                "initial_val_log_loss": round(metrics.log_loss(y, np.full(len(y), base_rate)), 5),
                "eval_rows": int(len(y)),
