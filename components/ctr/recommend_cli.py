@@ -70,7 +70,11 @@ def add_cli(subparsers) -> None:
                    help="never recommend an item the user was shown in those days (a "
                         "rating log: each item is rated once)")
     p.add_argument("--truth-day", default=None,
-                   help="also measure precision/recall@K against this later day's clicks")
+                   help="also measure precision/recall@K against this later day's clicks, "
+                        "beside popularity and item-kNN with paired intervals over users")
+    p.add_argument("--min-users", type=int, default=100,
+                   help="users with clicks that day a verdict needs (fewer: 'not enough "
+                        "evidence'; default 100)")
     p.set_defaults(func=_cmd)
 
 
@@ -113,12 +117,9 @@ def _cmd(args) -> int:
             from components.ctr.recommend_eval import EvaluateSpec, evaluate
             out_file = str(Path(args.out).with_name(Path(args.out).name + ".quality.json"))
             q = evaluate(EvaluateSpec(recommendations_dir=args.out, raw_root=args.raw_root,
-                                      day=args.truth_day, out_file=out_file))
-            for way in ("held_out_impressions", "pool"):
-                m, b = q[way]["model"], q[way]["popularity"]
-                print(f"{way}: precision@{q['k']} model {m['precision_at_k']} vs popularity "
-                      f"{b['precision_at_k']}; recall@{q['k']} model {m['recall_at_k']} vs "
-                      f"popularity {b['recall_at_k']} ({q[way]['users_evaluated']} users)")
+                                      day=args.truth_day, out_file=out_file,
+                                      min_users=args.min_users))
+            print(f"quality: {q['headline']}")
             print(f"quality: {out_file}")
     except BadData as e:
         print(f"retrain recommend: error: {e}", file=sys.stderr)

@@ -14,6 +14,7 @@ Thin on purpose: airflow.sdk + stdlib at import; the steps run in child processe
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from pathlib import Path
 
 from airflow.sdk import Asset, Param, dag, task
@@ -22,6 +23,8 @@ from retrain.common.settings import beam_flags, settings
 from retrain.orchestration.dag_defaults import DAILY, home as _home
 from retrain.orchestration.families import Family
 from retrain.orchestration.timeouts import execution_timeouts
+
+log = logging.getLogger("retrain.recommend")
 
 DAG_ID = "ctr_daily_recommendations"
 OUTPUT_ASSET = "ctr_recommendations"
@@ -53,6 +56,9 @@ def recommend_params() -> dict[str, Param]:
                             description="User shards: the unit of parallel work."),
         "beam_workers": Param(1, type="integer", minimum=1, maximum=64,
                               description="Local Beam worker processes (DirectRunner)."),
+        "min_users": Param(100, type="integer", minimum=2,
+                           description="Users with clicks on the measured day a quality "
+                                       "verdict needs (fewer: 'not enough evidence')."),
         "max_users": Param(0, type="integer", minimum=0,
                            description="Score only the N most active users (0: every "
                                        "active user)."),
@@ -168,7 +174,7 @@ def make_recommend_dag(family: Family):
             return {"output_dir": result["output_dir"], "day": day, "raw_root": raw_root}
 
         @task(execution_timeout=limit["check_quality"])
-        def check_quality(model: dict, recs: dict) -> dict:
+        def check_quality(model: dict, recs: dict, params=None) -> dict:
             """Precision/recall@K against the clicks of the day the lists were for."""
             from airflow.sdk.exceptions import AirflowSkipException
 
@@ -179,9 +185,12 @@ def make_recommend_dag(family: Family):
             if not (truth / "_SUCCESS").is_file():
                 raise AirflowSkipException(f"{recs['day']} is not delivered yet ({truth}/"
                                            f"_SUCCESS): quality is measured once it is")
-            return run_step("components.ctr.recommend_eval", {
+            quality = run_step("components.ctr.recommend_eval", {
                 "recommendations_dir": recs["output_dir"], "raw_root": recs["raw_root"],
-                "day": recs["day"], "out_file": str(Path(model["run_dir"]) / "quality.json")})
+                "day": recs["day"], "out_file": str(Path(model["run_dir"]) / "quality.json"),
+                "min_users": params["min_users"]})
+            log.info("quality: %s", quality.get("headline"))
+            return quality
 
         model = which_model()
         check_quality(model, recommend(model))

@@ -97,4 +97,15 @@ def test_publish_triggers_recommendations_that_beat_popularity(airflow_home, hom
     held = quality["held_out_impressions"]
     assert quality["day"] == "2026-11-05" and held["users_evaluated"] > 100
     assert held["model"]["precision_at_k"] > held["popularity"]["precision_at_k"], quality
-    assert quality["beats_popularity"] is True
+    # The verdict stands on a paired interval over enough users (issue 44.4): this small
+    # world's lists are not shown better than popularity, so no "beats" is claimed; each
+    # verdict agrees with its interval, and the headline says it.
+    pool = quality["pool"]
+    assert pool["users_evaluated"] >= quality["min_users"] == 100
+    for baseline in ("popularity", "item_knn"):
+        d = pool[f"vs_{baseline}"]["precision_difference"]
+        want = ("beats" if d["low"] > 0 else "worse" if d["high"] < 0 else "level")
+        assert d["low"] <= d["estimate"] <= d["high"]
+        assert quality["verdicts"][baseline] == want, quality["verdicts"]
+        assert quality[f"beats_{baseline}"] is (want == "beats")
+    assert quality["headline"].startswith("precision@3 ") and "popularity" in quality["headline"]
