@@ -167,7 +167,10 @@ TEXT = Family(
     raw_root_env="RETRAIN_TEXT_RAW_ROOT", config_loader="components.text.task_config:load",
     config_help="YAML/JSON text config (text column or template, tasks with their label "
                 "columns and labels, checkpoint, validation and gate settings). Empty: the "
-                "bundled reviews' config (components/text/configs/reviews.yaml).",
+                "bundled reviews' full config (components/text/configs/reviews.yaml). "
+                "`make demo`'s slice of the reviews: components/text/configs/"
+                "reviews-demo.yaml (the same tasks, the gate sized to its eval texts; "
+                "about 5 minutes on 2 cores).",
     stages={
         "validate": _stage("components.text.validate", "TextValidateSpec",
                            "components.text.stages:validate", "validation_report",
