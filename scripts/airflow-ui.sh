@@ -23,6 +23,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/airflow-env.sh
 source scripts/airflow-env.sh
+# The text form's default on the demo's data: the config sized for it (the full
+# reviews.yaml stays one text_config away; set RETRAIN_TEXT_CONFIG to choose another).
+export RETRAIN_TEXT_CONFIG="${RETRAIN_TEXT_CONFIG:-$PWD/components/text/configs/reviews-demo.yaml}"
 
 python -m retrain.orchestration.settings_cli check --quiet
 

@@ -30,7 +30,7 @@ from retrain.orchestration.local_airflow import LocalAirflow
 
 DAG_ID = "ctr_daily_retrain"
 MODEL = "ctr"
-TEXT_ROWS_PER_DAY = 400
+TEXT_ROWS_PER_DAY = 700
 
 
 def add_cli(subparsers) -> None:

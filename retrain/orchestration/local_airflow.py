@@ -21,6 +21,7 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+DEMO_TEXT_CONFIG = REPO / "components" / "text" / "configs" / "reviews-demo.yaml"
 FINISHED = ("success", "failed")
 
 
@@ -53,6 +54,9 @@ class LocalAirflow:
                    RETRAIN_SPAN_POKE_SECONDS="5",
                    AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL="5",
                    AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5")
+        # The text form's default where the demo's data is: the config sized for it
+        # (reviews.yaml, the full one, stays one text_config away); scripts/airflow-ui.sh too.
+        env.setdefault("RETRAIN_TEXT_CONFIG", str(DEMO_TEXT_CONFIG))
         env.update(self.extra_env)
         return env
 

@@ -16,6 +16,7 @@ from retrain.common.errors import BadData, ConfigError
 # Recorded before the configs moved to pydantic (the hand parser's results).
 TEXT_FINGERPRINTS = {
     "reviews.yaml": "8c70e86ce1382ed9c220538934c84fd891024260f432c970ecf6ae461cbbfb43",
+    "reviews-demo.yaml": "fed66f0ab59ebffff0bc24d8036e1c4c37faafe5990e2938a19966e6f2a4e98c",
 }
 PLANTED = "PLANTEDVALUE77"
 
