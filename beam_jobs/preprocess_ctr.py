@@ -442,6 +442,10 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
             "rows_rejected": counters.get("rows_rejected", 0),
             # Older days' held-out rows: in neither split (no model trains on them).
             "rows_held_out": counters.get("rows_held_out", 0),
+            # The window's held-out rows: what evaluation scores and the gate counts (the
+            # eval split plus the older days'), the one eval row count a person is shown.
+            "rows_eval_window": (counters.get(f"rows_{EVAL_DIR}", 0)
+                                 + counters.get("rows_held_out", 0)),
             "rejected_by_reason": {r: counters[f"rejected_{r}"] for r in REJECT_REASONS
                                    if counters.get(f"rejected_{r}")},
             "rejected_dir": REJECTED_DIR,

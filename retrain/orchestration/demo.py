@@ -196,8 +196,8 @@ def format_summary(summaries: list[dict], home: Path) -> str:
                        f"({len(registry.list_versions(MODEL))} version(s))" if current
                        else "nothing published yet")
           + f": retrain registry show {MODEL}, retrain lineage {MODEL}")
-    field("next", "`make ui`, then http://127.0.0.1:8080 (user and password are printed at "
-          "start-up): each run's Retrain tab has its report and Data Docs, every task its "
+    field("next", "`make ui`, then http://127.0.0.1:8080 (user admin; the password file's "
+          "path is printed at start-up): each run's Retrain tab has its report and Data Docs, every task its "
           f"log; a run's page: http://127.0.0.1:8080{ui_links.run_page(DAG_ID, '')}<run>")
     lines.append("=" * 78)
     return "\n".join(lines)

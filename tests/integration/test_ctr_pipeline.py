@@ -2,6 +2,7 @@
 training with export, evaluation through the serving signature, gate."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import numpy as np
@@ -68,7 +69,7 @@ def test_exported_model_serves_raw_rows(span_dir, trained):
     assert probs.std() > 1e-4, "model ignores its inputs"
 
 
-def test_evaluate_against_itself_as_baseline_and_gate(home, span_dir, trained):
+def test_evaluate_against_itself_as_baseline_and_gate(home, span_dir, preprocessed, trained):
     from components.ctr.evaluate import EvaluateSpec, run
     result = run(EvaluateSpec(span_dir=str(span_dir),
                               candidate_model_dir=trained["model_dir"],
@@ -83,5 +84,13 @@ def test_evaluate_against_itself_as_baseline_and_gate(home, span_dir, trained):
                                 candidate_model_dir=trained["model_dir"],
                                 out_dir=str(home / "eval2"), eval_percent=25, min_auc=0.99))
     assert rejected["blessed"] is False
+    # One eval row count (issue 46): the preprocess figure a person sees first is the count
+    # the gate scores over the window (the span's eval split + the older day's held-out rows).
+    day = dt.date.fromisoformat(preprocessed["span"])
+    older = span_dir.parent / f"dt={day - dt.timedelta(days=1)}"
+    window = run(EvaluateSpec(span_dir=str(span_dir), window_span_dirs=[str(older)],
+                              candidate_model_dir=trained["model_dir"],
+                              out_dir=str(home / "eval3"), eval_percent=25))
+    assert window["rows"] == preprocessed["rows_eval_window"] > preprocessed["rows_eval"]
     assert any("min_auc" in r for r in rejected["reasons"])
     assert any("no published baseline" in r for r in rejected["reasons"])

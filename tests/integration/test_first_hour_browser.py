@@ -107,6 +107,12 @@ def _runs(airflow: LocalAirflow, dag_id: str) -> list[dict]:
     return airflow.call("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100")["dag_runs"]
 
 
+def _triggered_by(airflow: LocalAirflow, dag_id: str, run_id: str) -> set[str]:
+    """Run ids whose asset events triggered this run."""
+    events = airflow.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/upstreamAssetEvents")
+    return {e.get("source_run_id") for e in events["asset_events"]}
+
+
 def _failure_report(airflow: LocalAirflow, dag_id: str, run_id: str) -> str:
     """The run's task states, with the end of each failed task's log."""
     lines = []
@@ -236,10 +242,14 @@ def test_first_hour_in_the_browser(first_hour, page):
     page.shot("first-hour-lineage.png")
     page.driver.switch_to.default_content()
 
-    # Recommendations follow the publish (the CTR model's asset schedules them).
+    # Recommendations follow the publish (the CTR model's asset schedules them). The
+    # session's Airflow DB holds the model events of the tests before this one in the same
+    # worker too, and this scheduler may run recommendations for those: count the runs that
+    # this test's publish triggered.
     deadline = time.time() + RUN_TIMEOUT
     while True:
-        recs = [r for r in _runs(airflow, RECS) if r["run_type"] == "asset_triggered"]
+        recs = [r for r in _runs(airflow, RECS) if r["run_type"] == "asset_triggered"
+                and ctr_run in _triggered_by(airflow, RECS, r["dag_run_id"])]
         if recs and all(r["state"] in ("success", "failed") for r in recs):
             break
         assert time.time() < deadline, f"no finished recommendations run: {recs}"
