@@ -78,6 +78,7 @@ from components.ctr.transformed_splits import SplitStatsFn, deal, write_split_st
 log = logging.getLogger(__name__)
 
 NAMESPACE = "retrain.preprocess_ctr"
+OUT_OF_RANGE = "identity_out_of_range_"      # + field: a counter per identity feature
 # Measured (bench/preprocess_window.py): each tf.Transform dataset costs about 50 MB of
 # peak memory on the local runner; a 7-day window cached per day part (13 datasets) peaked
 # at 1.65 GB where the same rows as one dataset took 1.02 GB, 21 days at 2.4 GB, and past
@@ -149,8 +150,13 @@ class ReadSplitBatches(beam.DoFn):
 
     def __init__(self, eval_span: str, eval_percent: int, batch_size: int,
                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, layout: RawLayout | None = None,
-                 validation_percent: int = 0):
+                 validation_percent: int = 0, identity_sizes: dict[str, int] | None = None):
         self._eval_span = eval_span
+        # Identity fields' sizes: a value outside [0, size) is clipped by the transform
+        # (an id the table cannot hold), so it is counted here, per field.
+        self._identity_sizes = dict(identity_sizes or {})
+        self._out_of_range = {k: Metrics.counter(NAMESPACE, f"{OUT_OF_RANGE}{k}")
+                              for k in self._identity_sizes}
         self._eval_percent = eval_percent
         self._validation_percent = validation_percent
         self._batch_size = batch_size
@@ -168,9 +174,11 @@ class ReadSplitBatches(beam.DoFn):
 
     def process(self, path: str):
         is_span = paths.partition_name(self._eval_span) in path
-        for rows, rejects, held_out, splits in _timed(
+        for rows, rejects, held_out, splits, out_of_range in _timed(
                 read_ahead(self._split(path, is_span)), self._read_us):
             self._rows_in.inc(rows)
+            for k, n in out_of_range.items():
+                self._out_of_range[k].inc(n)
             if rejects:
                 self._rows_rejected.inc(len(rejects))
                 for r in rejects:
@@ -183,12 +191,15 @@ class ReadSplitBatches(beam.DoFn):
 
     def _split(self, path: str, is_span: bool):
         """Per batch of the file: (records read, rejected records, older-day held-out
-        rows, {split: model batch}). Runs read ahead, in a thread: Beam's counters and
-        outputs stay in `process`."""
+        rows, {split: model batch}, {identity field: values out of range}). Runs read
+        ahead, in a thread: Beam's counters and outputs stay in `process`."""
         for batch, rejects in read_batches(path, self._batch_size, self._max_line_bytes,
                                            self._layout):
-            splits, held_out_rows = {}, 0
+            splits, held_out_rows, out_of_range = {}, 0, {}
             if batch.num_rows:
+                for k, size in self._identity_sizes.items():
+                    x = batch.column(k).to_numpy(zero_copy_only=False)
+                    out_of_range[k] = int(np.count_nonzero((x < 0) | (x >= size)))
                 h = F.id_hash64(batch.column(self._layout.example_id))
                 held_out = F.held_out_of_hash(h, self._eval_percent)
                 if not is_span:   # an older day's eval rows: no model of any day trains on them
@@ -201,7 +212,7 @@ class ReadSplitBatches(beam.DoFn):
                     if n:
                         splits[split] = to_model_batch(_select(batch, mask, n, self._schema),
                                                      self._schema)
-            yield batch.num_rows + len(rejects), rejects, held_out_rows, splits
+            yield batch.num_rows + len(rejects), rejects, held_out_rows, splits, out_of_range
 
 
 def _timed(items, counter_us):
@@ -389,7 +400,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                     | "ReadSplit" >> beam.ParDo(
                         ReadSplitBatches(args.span.isoformat(), args.eval_percent,
                                          args.batch_size, args.max_line_bytes, layout,
-                                         args.validation_percent)
+                                         args.validation_percent, cfg.identity_sizes())
                     ).with_output_types(pa.RecordBatch, **{s: pa.RecordBatch for s in SPLITS},
                                         **{REJECTED_DIR: str}
                     ).with_outputs(*SPLITS, REJECTED_DIR))
@@ -449,6 +460,11 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
             "rejected_by_reason": {r: counters[f"rejected_{r}"] for r in REJECT_REASONS
                                    if counters.get(f"rejected_{r}")},
             "rejected_dir": REJECTED_DIR,
+            # Identity values outside [0, size) in the window's rows: the transform clips
+            # each into the table's first or last row, so they are counted, never silent.
+            "identity_out_of_range": {k: counters[f"{OUT_OF_RANGE}{k}"]
+                                      for k in cfg.identity_sizes()
+                                      if counters.get(f"{OUT_OF_RANGE}{k}")},
             "eval_percent": args.eval_percent,
             "validation_percent": args.validation_percent,
             "validation_hash": F.VALIDATION_HASH,
@@ -480,6 +496,9 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                                                              args.analysis_cache_dir)
             output_commit.delete_tree(join(tmp, _NEW_CACHE))
         summary["analysis"] = {"rows_analysed": counters.get("rows_analysed", 0), **analysis}
+        if summary["identity_out_of_range"]:
+            log.warning("identity value(s) outside the field's size, clipped into the "
+                        "table's first or last row: %s", summary["identity_out_of_range"])
         if summary["rows_rejected"]:
             log.warning("%d malformed record(s) rejected %s; see %s", summary["rows_rejected"],
                         summary["rejected_by_reason"],

@@ -33,7 +33,7 @@ Kinds and transforms (raw column type in brackets, as `raw_columns()` reports it
 - categorical [str, or int with `dtype: int`]: `vocabulary` (`top_k`, optional
   `frequency_threshold`, `oov_buckets` >= 1, default 1; table top_k + oov_buckets),
   `hash` (`hash_buckets`), `identity` (int ids in [0, `size`); out-of-range values are
-  clipped into it).
+  clipped into it and counted: preprocessing's `identity_out_of_range`).
 - multi_categorical [str_list, variable length] and text [str, lower-cased and split on
   anything that is not a letter or digit, in the graph]: `vocabulary` or `hash` as above,
   plus `max_values`. PADDING CONVENTION: the output `<name>_xf` is int64 of fixed shape
@@ -325,6 +325,11 @@ class FeatureConfig:
         """Names (features, then crosses) of every id-valued output, in model order."""
         return [f.name for f in self.features if f.is_categorical_output] + \
             [c.name for c in self.crosses]
+
+    def identity_sizes(self) -> dict[str, int]:
+        """Identity features and their sizes: values outside [0, size) are clipped by the
+        transform and counted by preprocessing."""
+        return {f.name: f.size for f in self.features if f.transform == "identity"}
 
     def categorical_size(self, name: str) -> int:
         """Table rows a categorical field (feature or cross name) needs."""

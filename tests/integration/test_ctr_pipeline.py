@@ -23,6 +23,7 @@ def test_preprocess_counts_every_row_and_matches_the_evaluators_split(home, span
                                        + preprocessed["rows_validation"]
                                        + preprocessed["rows_held_out"])
     assert preprocessed["rows_held_out"] > 0     # the older day's eval rows: never trained on
+    assert preprocessed["identity_out_of_range"] == {}   # the generator's hours and positions fit
     # The evaluator re-selects eval rows from raw data: it must pick exactly the same ones.
     assert rawdata.read_eval_rows(span_dir, 25).num_rows == preprocessed["rows_eval"]
     summary = json.loads((home / "pre" / "summary.json").read_text())

@@ -195,6 +195,28 @@ def test_read_split_dofn_routes_rows_and_dead_letters_in_a_pipeline(tmp_path):
     assert counters["rows_train"] + counters["rows_eval"] == 43
 
 
+def test_identity_values_out_of_range_are_counted_per_field(tmp_path):
+    """The transform clips an identity value into [0, size): the read counts each such
+    value per field (issue 44: never silent), whichever split its row goes to."""
+    day = tmp_path / "dt=2026-11-03"
+    day.mkdir()
+    rows = [good(i) for i in range(40)]
+    rows[3]["hour"], rows[7]["hour"], rows[9]["hour"] = 24, -1, 99      # size 24
+    rows[5]["position"] = 32                                            # size 32
+    path = write_jsonl(day / "part-00000.jsonl.gz", [line(r) for r in rows])
+    sizes = {"hour": 24, "position": 32}
+    with test_pipeline.TestPipeline() as p:
+        _ = (p | beam.Create([path])
+             | beam.ParDo(job.ReadSplitBatches("2026-11-03", 50, 16, MAX_LINE,
+                                               identity_sizes=sizes))
+             .with_outputs(job.TRAIN_DIR, job.EVAL_DIR, job.REJECTED_DIR))
+    counters = {c.key.metric.name: c.committed
+                for c in p.result.metrics().query()["counters"]}
+    assert counters[f"{job.OUT_OF_RANGE}hour"] == 3
+    assert counters[f"{job.OUT_OF_RANGE}position"] == 1
+    assert counters["rows_in"] == 40
+
+
 def test_truncated_gzip_fails_the_pipeline_naming_the_file(tmp_path):
     """The read step of the job (same DoFn) fails the Beam pipeline, never a partial read."""
     whole = gzip.compress(b"".join(line(good(i)) for i in range(2000)))
