@@ -63,8 +63,10 @@ from components.ctr import features as F
 from components.ctr.rawformat import (DEFAULT_MAX_LINE_BYTES, REJECT_REASONS,
                                       RawLayout, default_layout)
 from components.ctr.rawread import held_out_mask, read_batches
-from components.ctr.formats import (EVAL_DIR, REJECTED_DIR, SHARD_ROWS_FILE, SPLIT_STATS_FILE,
-                                   SUMMARY_FILE, TRAIN_DIR, TRANSFORM_DIR, VALIDATION_DIR)
+from components.ctr import id_coverage
+from components.ctr.formats import (EVAL_DIR, ID_COVERAGE_FILE, REJECTED_DIR, SHARD_ROWS_FILE,
+                                    SPLIT_STATS_FILE, SUMMARY_FILE, TRAIN_DIR, TRANSFORM_DIR,
+                                    VALIDATION_DIR)
 # The job's parts that are not Beam jobs (importable from here, as before): the window's
 # input parts, the model's batches, the analysis cache's keys, what each split writes.
 from components.ctr.analysis_cache import (PARSER_VERSION, REST,  # noqa: F401
@@ -437,6 +439,14 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                                  writers=writers, rows_file=SHARD_ROWS_FILE))
                 _ = (stats | "AllStats" >> beam.Flatten() | "StatsDict" >> beam.combiners.ToDict()
                      | "WriteStats" >> beam.Map(write_split_stats, join(tmp, SPLIT_STATS_FILE)))
+                # The id fields' distinct, shared and new ids, sketched from the raw rows.
+                ids = id_coverage.id_fields(cfg)
+                sketches = [splits[s] | f"Ids{s}" >> beam.CombineGlobally(
+                    id_coverage.IdSketchFn(list(ids))) | f"IdsName{s}" >> beam.Map(
+                        lambda x, name=s: (name, x)) for s in (TRAIN_DIR, EVAL_DIR)]
+                _ = (sketches | "AllIds" >> beam.Flatten() | "IdsDict" >> beam.combiners.ToDict()
+                     | "WriteIds" >> beam.Map(id_coverage.write_report,
+                                              join(tmp, ID_COVERAGE_FILE), ids))
         result = pipeline.result
         rawfiles.verify_unchanged(inputs)   # analysis and transform read the same bytes
         # Committed values where the runner has them (DirectRunner, Dataflow, Flink).
@@ -460,6 +470,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
             "rejected_by_reason": {r: counters[f"rejected_{r}"] for r in REJECT_REASONS
                                    if counters.get(f"rejected_{r}")},
             "rejected_dir": REJECTED_DIR,
+            "id_coverage": id_coverage.read_report(join(tmp, ID_COVERAGE_FILE)),
             # Identity values outside [0, size) in the window's rows: the transform clips
             # each into the table's first or last row, so they are counted, never silent.
             "identity_out_of_range": {k: counters[f"{OUT_OF_RANGE}{k}"]
@@ -482,6 +493,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                 "encode_and_write": round(counters.get("write_us", 0) / 1e6, 3)},
             "runner": runner.name(options),
         }
+        summary["id_coverage_line"] = id_coverage.headline(summary["id_coverage"])
         summary["rows_per_second"] = round(summary["rows_in"] / max(summary["seconds"], 1e-9))
         accounted = (summary["rows_train"] + summary["rows_eval"] + summary["rows_validation"]
                      + summary["rows_held_out"] + summary["rows_rejected"])

@@ -10,4 +10,5 @@ SUMMARY_FILE = "summary.json"
 REJECTED_DIR = "rejected"                # dead letters: one JSON object per malformed record
 VALIDATION_DIR = "validation"            # the window's validation slice (early stopping)
 SPLIT_STATS_FILE = "split_stats.npz"     # rows, clicks, id counts per split (split_stats)
+ID_COVERAGE_FILE = "id_coverage.json"    # id fields' distinct, shared and new ids (id_coverage)
 SHARD_ROWS_FILE = "shard_rows.json"     # in each split folder: {shard file name: rows}

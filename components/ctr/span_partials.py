@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from retrain.common.record_limits import RecordLimits
 from components.ctr import features as F
-from components.ctr.kmv import kmv_estimate
+from components.ctr.kmv import hash_values as _hash_values, kmv_estimate, kmv_merge as _kmv_merge
 
 PRIO = "__priority"
 STATS_VERSION = 1
@@ -68,23 +68,6 @@ class StatsConfig:
 
 
 # --------------------------------------------------------------------------- partials
-
-
-def _hash_values(arr: pa.Array) -> np.ndarray:
-    """Stable 64-bit hashes of non-null values (strings and ints hash the same way
-    whatever the Arrow string flavour)."""
-    import pandas as pd
-
-    arr = arr.drop_null()
-    if pa.types.is_integer(arr.type):
-        values = arr.cast(pa.int64()).to_numpy()
-    else:
-        values = arr.cast(pa.string()).to_numpy(zero_copy_only=False).astype(object)
-    return pd.util.hash_array(values, categorize=False).astype(np.uint64)
-
-
-def _kmv_merge(a: np.ndarray, b: np.ndarray, k: int) -> np.ndarray:
-    return np.union1d(a, b)[:k]  # sorted unique
 
 
 def _mg_reduce(counts: dict, capacity: int) -> tuple[dict, int]:

@@ -25,7 +25,14 @@ def test_preprocess_counts_every_row_and_matches_the_evaluators_split(home, span
     assert preprocessed["rows_held_out"] > 0     # the older day's eval rows: never trained on
     assert preprocessed["identity_out_of_range"] == {}   # the generator's hours and positions fit
     # The evaluator re-selects eval rows from raw data: it must pick exactly the same ones.
-    assert rawdata.read_eval_rows(span_dir, 25).num_rows == preprocessed["rows_eval"]
+    eval_rows = rawdata.read_eval_rows(span_dir, 25)
+    assert eval_rows.num_rows == preprocessed["rows_eval"]
+    # The id fields' coverage (exact at this size): the span's eval rows' distinct users.
+    users = preprocessed["id_coverage"]["user_id"]
+    assert users["exact"] and users["eval_ids"] == len(set(eval_rows.column("user_id").to_pylist()))
+    assert users["ids"] > users["eval_ids"] and 0 < users["new_ids_in_eval_share"] < 1
+    assert 0 < users["ids_sharing_a_row_share"] < 1
+    assert preprocessed["id_coverage_line"].startswith("user_id: ")
     summary = json.loads((home / "pre" / "summary.json").read_text())
     assert summary["window"] == ["2026-11-02", "2026-11-03"]
     assert list((home / "pre" / "train").glob("*.tfrecord.gz"))
