@@ -261,8 +261,10 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
     placement = _placement(spec, distributed, window.total_steps)
     trainable = _trainable(spec, window, placement)
     ckpt_dir = checkpoint_dir(spec)
+    vocabularies = {f.name: (window.tft_output.vocabulary_file_by_name(f.name), f.oov_buckets)
+                    for f in window.fcfg.features if f.transform == "vocabulary"}
     resumed_from, warm_started = train_checkpoint.restore(trainable, ckpt_dir,
-                                                          spec.warm_start_from)
+                                                          spec.warm_start_from, vocabularies)
     outcome = _loop(spec, window, placement, trainable, ckpt_dir, resumed_from).run()
     check = _in_cluster_check(spec, window, trainable.net, placement)
     summary = _summary(spec, window, placement, outcome, trainable.net,

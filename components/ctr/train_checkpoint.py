@@ -21,10 +21,12 @@ from retrain.common.step import drop_known_lines
 log = logging.getLogger("retrain.ps_train")
 
 
-def restore(trainable: Trainable, ckpt_dir: Path, warm_start_from: str | None
-            ) -> tuple[int, str | None]:
+def restore(trainable: Trainable, ckpt_dir: Path, warm_start_from: str | None,
+            vocabularies: dict[str, tuple[str, int]] | None = None) -> tuple[int, str | None]:
     """Attach a checkpoint manager to `trainable`, then resume from its newest checkpoint
-    or warm-start from `warm_start_from`: (resumed-from step, warm-start path or None)."""
+    or warm-start from `warm_start_from`: (resumed-from step, warm-start path or None).
+    `vocabularies`: vocabulary field -> (today's vocabulary file, OOV buckets), whose rows
+    a warm start maps by value (components.ctr.warm_vocab)."""
     import tensorflow as tf
     # For variables on several devices (the parameter servers) TensorFlow's
     # `MultiDeviceSaver.save` defines a new tf.function on every call, so from the fifth
@@ -39,15 +41,20 @@ def restore(trainable: Trainable, ckpt_dir: Path, warm_start_from: str | None
         log.info("resumed from %s at step %d", manager.latest_checkpoint, resumed_from)
         return resumed_from, None
     if warm_start_from:
-        return 0, warm_start(trainable.net, warm_start_from)
+        return 0, warm_start(trainable.net, warm_start_from, vocabularies)
     return 0, None
 
 
-def warm_start(net, warm_start_from: str) -> str:
+def warm_start(net, warm_start_from: str,
+               vocabularies: dict[str, tuple[str, int]] | None = None) -> str:
     """Load only the learned parameters of a published model: today's counts, optimizer
-    state and step start anew, and rows of IDs it never saw keep their initial values."""
+    state and step start anew, and rows of IDs it never saw keep their initial values;
+    a vocabulary field's rows follow their values, not their positions."""
     import tensorflow as tf
+
+    from components.ctr.warm_vocab import VocabularyRemap
     path = warm_start_path(warm_start_from)
+    remap = VocabularyRemap(net.params, vocabularies or {})
     view = tf.Module()              # the export's object path: root.model.params
     view.model = tf.Module()
     view.model.params = net.params
@@ -58,6 +65,7 @@ def warm_start(net, warm_start_from: str) -> str:
         raise ValueError(f"warm_start_from={warm_start_from}: it holds {len(saved)} "
                          f"model parameters, this model has {len(wanted)}: incompatible")
     tf.train.Checkpoint(root=view).restore(path).expect_partial()
+    remap.apply(Path(path).parent.parent)    # <saved model>/variables/variables
     log.info("warm start from %s", path)
     return path
 

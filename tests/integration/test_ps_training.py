@@ -209,6 +209,37 @@ def test_warm_start_beats_cold_start_on_the_same_budget(preprocessed, tmp_path):
                         **budget))
 
 
+def test_warm_start_keeps_each_vocabulary_value_on_its_row(home, preprocessed, tmp_path):
+    """category_id is a frequency-ordered vocabulary: another window orders it otherwise.
+    Warm-started across that change (one step at a negligible learning rate), every value
+    the published model knew has its learned row again, wherever its row now is."""
+    from components.ctr.preprocess import PreprocessSpec, run as preprocess
+    from components.ctr.ps_train import PsTrainSpec, run
+    from components.ctr.warm_vocab import read_vocabulary
+
+    previous = run(PsTrainSpec(preprocess_dir=preprocessed["output_dir"], batch_size=256,
+                               epochs=1, out_dir=str(tmp_path / "previous")))
+    other = preprocess(PreprocessSpec(raw_root=str(home / "raw" / "ctr"), span="2026-11-01",
+                                      output_dir=str(tmp_path / "pre-other"), window_days=1,
+                                      eval_percent=25))
+    assets = "transform_fn_output/transform_fn/assets/category_id"
+    old = read_vocabulary(Path(preprocessed["output_dir"]) / assets)
+    new = read_vocabulary(Path(other["output_dir"]) / assets)
+    moved = [v for i, v in enumerate(new) if v in old and old.index(v) != i]
+    assert moved, "the two windows order category_id alike: the test would prove nothing"
+    warm = run(PsTrainSpec(preprocess_dir=other["output_dir"], out_dir=str(tmp_path / "warm"),
+                           warm_start_from=previous["model_dir"], batch_size=256, max_steps=1,
+                           learning_rate=1e-9, validation_percent=0))
+    key = "model/params/bias/category_id/.ATTRIBUTES/VARIABLE_VALUE"
+    before, after = _params(previous["model_dir"])[key], _params(warm["model_dir"])[key]
+    for value in moved:
+        np.testing.assert_allclose(after[new.index(value)], before[old.index(value)],
+                                   atol=1e-5, err_msg=f"{value!r} lost its row")
+    # Positional copying would have given the moved values other values' rows.
+    assert max(abs(float(after[new.index(v)][0] - before[new.index(v)][0]))
+               for v in moved) > 1e-3
+
+
 def _params(model_dir: str) -> dict:
     """The learned parameters of an exported model, by checkpoint key."""
     import tensorflow as tf
