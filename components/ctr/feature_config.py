@@ -158,14 +158,21 @@ class ModelDefaults:
     MLP; count_features: single-valued fields whose window popularity is a dense input;
     id_l2: per-field prior strength of the first-order bias (others use the spec's l2);
     fm_fields: single-valued fields whose factor vectors are crossed pairwise (a
-    factorization machine: user x item and user x category tastes)."""
+    factorization machine: user x item and user x category tastes); embeddings: per
+    field (name, dim, init or None, l2 or None): an embedding into the MLP of that width,
+    initializer and prior strength (the field joins deep_fields)."""
     deep_fields: tuple[str, ...] = ()
     count_features: tuple[str, ...] = ()
     id_l2: tuple[tuple[str, float], ...] = ()
     fm_fields: tuple[str, ...] = ()
+    embeddings: tuple[tuple[str, int, str | None, float | None], ...] = ()
 
     def id_l2_dict(self) -> dict[str, float]:
         return dict(self.id_l2)
+
+    def embedding_dict(self) -> dict[str, dict]:
+        """{field: {"dim", "init", "l2"}}, None where the trainer's default applies."""
+        return {k: {"dim": d, "init": i, "l2": l2} for k, d, i, l2 in self.embeddings}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,7 +275,10 @@ class FeatureConfig:
                       "id_l2": dict(self.model.id_l2),
                       # only when set, so configs without it keep their fingerprint
                       **({"fm_fields": list(self.model.fm_fields)}
-                         if self.model.fm_fields else {})},
+                         if self.model.fm_fields else {}),
+                      **({"embeddings": {k: {x: v for x, v in e.items() if v is not None}
+                                         for k, e in self.model.embedding_dict().items()}}
+                         if self.model.embeddings else {})},
         })
         if self.validation.to_dict():
             out["validation"] = self.validation.to_dict()
@@ -427,7 +437,9 @@ def from_dict(d: Mapping[str, Any], source: str = "") -> FeatureConfig:
         model=ModelDefaults(deep_fields=tuple(m.deep_fields),
                             count_features=tuple(m.count_features),
                             id_l2=tuple((k, float(x)) for k, x in m.id_l2.items()),
-                            fm_fields=tuple(m.fm_fields)),
+                            fm_fields=tuple(m.fm_fields),
+                            embeddings=tuple((k, e.dim, e.init, e.l2)
+                                             for k, e in sorted(m.embeddings.items()))),
         name=raw.name, description=raw.description, validation=validation,
         gate=GateDefaults(raw.gate.min_eval_rows, raw.gate.min_eval_positives),
         derived_id=raw.example_id is None)

@@ -205,6 +205,16 @@ class CrossFile(BaseModel):
         return members
 
 
+class EmbeddingFile(BaseModel):
+    """One field's embedding into the MLP: width, initializer and prior strength (None:
+    the trainer's embedding_init / embedding_l2)."""
+    model_config = _ENTRY
+
+    dim: _amount(1, 1024, whole=True)
+    init: Literal["normal", "zeros"] | None = None
+    l2: _amount(0, nullable=True) = None
+
+
 class ModelFile(BaseModel):
     """Training defaults that name fields (categorical features or crosses)."""
     model_config = _ENTRY
@@ -213,6 +223,7 @@ class ModelFile(BaseModel):
     count_features: Names = []
     id_l2: Annotated[dict[str, _amount(0)], _empty({})] = {}
     fm_fields: Names = []
+    embeddings: Annotated[dict[str, EmbeddingFile], _empty({})] = {}
 
     @field_validator("fm_fields")
     @classmethod
@@ -469,7 +480,7 @@ def _references(d: dict) -> list[tuple[tuple, str]]:
     multi = {f.name for _, f in features if f.kind in MULTI_VALUED}
     model = ModelFile() if d.get("model") is None else _valid(ModelFile, d["model"])
     if model is not None:
-        for key in ("deep_fields", "count_features", "id_l2", "fm_fields"):
+        for key in ("deep_fields", "count_features", "id_l2", "fm_fields", "embeddings"):
             for n in getattr(model, key):
                 if n not in categorical and n in declared and n not in by_name:
                     continue    # an invalid feature or cross, reported

@@ -64,7 +64,8 @@ def build_net(cfg: dict, counts: dict | None = None, base_rate: float = 0.04):
             p = self.params = Params(name="params")
             p.bias = {k: var(f"bias_{k}", [cfg["rows"][k], 1], "zeros")
                       for k in cfg["rows"]}
-            p.emb = {k: var(f"emb_{k}", [cfg["rows"][k], d], cfg["embedding_init"])
+            inits = cfg.get("embedding_inits") or {}
+            p.emb = {k: var(f"emb_{k}", [cfg["rows"][k], d], inits.get(k, cfg["embedding_init"]))
                      for k, d in cfg["dims"].items()}
             # Zeros would be a saddle for a product of two factors: always random.
             p.fm = {k: var(f"fm_{k}", [cfg["rows"][k], cfg["fm_dim"]], "normal")

@@ -136,6 +136,8 @@ def _fields(spec: PsTrainSpec, fcfg) -> tuple[list[str], list[str], dict[str, fl
     """deep_fields, count_features, id_l2, fm_fields: the spec's, else the feature
     config's defaults."""
     deep = list(fcfg.model.deep_fields if spec.deep_fields is None else spec.deep_fields)
+    if spec.deep_fields is None:    # the config's per-field embeddings join its deep fields
+        deep += [k for k in fcfg.model.embedding_dict() if k not in deep]
     counts = list(fcfg.model.count_features if spec.count_features is None
                   else spec.count_features)
     id_l2 = fcfg.model.id_l2_dict() if spec.id_l2 is None else dict(spec.id_l2)
@@ -192,12 +194,19 @@ def _config(spec: PsTrainSpec, fcfg=None) -> dict:
         raise ValueError(f"validation_percent must be in [0, 50), got {spec.validation_percent}")
     fields = fcfg.categorical_fields()
     rows = {k: int(spec.table_rows.get(k, fcfg.categorical_size(k))) for k in fields}
-    dims = {k: int(spec.embedding_dims.get(k, spec.embedding_dim)) for k in deep_fields}
+    # Per field: the spec's override, else the feature config's `model.embeddings`, else
+    # the spec's defaults (embedding_dim, embedding_init, embedding_l2).
+    emb = {k: fcfg.model.embedding_dict().get(k) or {} for k in deep_fields}
+    dims = {k: int(spec.embedding_dims.get(k, emb[k].get("dim") or spec.embedding_dim))
+            for k in deep_fields}
     return {"rows": rows, "dims": {k: d for k, d in dims.items() if d > 0},
             "hidden": [int(u) for u in spec.hidden_units], "dropout": float(spec.dropout),
             "count_features": count_features, "id_l2": id_l2, "seed": int(spec.seed),
             "fm": fm_fields, "fm_dim": int(spec.fm_dim),
             "embedding_init": spec.embedding_init,
+            "embedding_inits": {k: emb[k].get("init") or spec.embedding_init for k in deep_fields},
+            "embedding_l2": {k: spec.embedding_l2 if emb[k].get("l2") is None else emb[k]["l2"]
+                             for k in deep_fields},
             "multi": {k: fcfg.max_values(k) for k in fields if fcfg.max_values(k)},
             "dense": fcfg.dense_features(), "label": fcfg.label}
 

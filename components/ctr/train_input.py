@@ -86,7 +86,8 @@ def worker_plan(names: list[str], rows: dict[str, int], workers: int
 
 def prior_weights(spec, cfg: dict, counts: dict) -> dict:
     """Per field and id: prior strength / the id's count in the window (`spec`: the
-    trainer's `l2`, `embedding_l2`, `fm_l2`; `cfg`: its `_config`)."""
+    trainer's `l2`, `embedding_l2`, `fm_l2`; `cfg`: its `_config`, whose per-field
+    embedding_l2 wins)."""
     import numpy as np
     out = {}
     for k, n in counts.items():
@@ -94,8 +95,9 @@ def prior_weights(spec, cfg: dict, counts: dict) -> dict:
         strength = cfg["id_l2"].get(k, spec.l2)
         if strength:
             out[f"__prior_bias_{k}"] = (k, (strength * inv).astype(np.float32))
-        if k in cfg["dims"] and spec.embedding_l2:
-            out[f"__prior_emb_{k}"] = (k, (spec.embedding_l2 * inv).astype(np.float32))
+        emb_l2 = (cfg.get("embedding_l2") or {}).get(k, spec.embedding_l2)
+        if k in cfg["dims"] and emb_l2:
+            out[f"__prior_emb_{k}"] = (k, (emb_l2 * inv).astype(np.float32))
         if k in cfg["fm"] and spec.fm_l2:
             out[f"__prior_fm_{k}"] = (k, (spec.fm_l2 * inv).astype(np.float32))
     return out

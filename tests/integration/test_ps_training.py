@@ -240,6 +240,30 @@ def test_warm_start_keeps_each_vocabulary_value_on_its_row(home, preprocessed, t
                for v in moved) > 1e-3
 
 
+def test_embeddings_set_in_the_feature_config_are_trained(home, tmp_path):
+    """A user config that gives user_id an 8-wide embedding (zeros-initialized, its own
+    prior): preprocessing carries the config to the trainer, whose exported model holds
+    that table and has moved it from zero."""
+    import yaml
+
+    from components.ctr import feature_config as fc
+    from components.ctr.preprocess import PreprocessSpec, run as preprocess
+    from components.ctr.ps_train import PsTrainSpec, run
+
+    d = fc.default().to_dict()
+    d["model"]["embeddings"] = {"user_id": {"dim": 8, "init": "zeros", "l2": 1.0}}
+    config = tmp_path / "with-embeddings.yaml"
+    config.write_text(yaml.safe_dump(d))
+    pre = preprocess(PreprocessSpec(raw_root=str(home / "raw" / "ctr"), span="2026-11-03",
+                                    output_dir=str(tmp_path / "pre"), window_days=1,
+                                    eval_percent=25, feature_config=str(config)))
+    model = run(PsTrainSpec(preprocess_dir=pre["output_dir"], out_dir=str(tmp_path / "model"),
+                            batch_size=256, max_steps=20, validation_percent=0))
+    table = _params(model["model_dir"])["model/params/emb/user_id/.ATTRIBUTES/VARIABLE_VALUE"]
+    assert table.shape == (fc.default().categorical_size("user_id"), 8)
+    assert np.abs(table).max() > 0          # trained from its zero start
+
+
 def _params(model_dir: str) -> dict:
     """The learned parameters of an exported model, by checkpoint key."""
     import tensorflow as tf
