@@ -20,6 +20,14 @@ repeats; the three outputs must hold the same top-K lists (checked).
     .venv/bin/python bench/recommend_ctr.py --users 4000 --items 1500 --repeats 2
 
 Prints the figures; writes bench/results/recommend_ctr.json.
+
+With `--memory-items 2500,25000` it measures instead whether a worker's memory stays flat
+as the pool grows: for each pool size the job runs once with 1 and once with 2 worker
+processes, and every worker's peak RSS (VmHWM, read from /proc every 0.2 s from this
+process) is recorded with the pairs scored per second; the pool is the window's items,
+repeated under fresh item ids up to each size (same columns, so each pair costs what a
+real item's does; the generator's Zipf clicks would need millions of rows to show 25,000
+distinct items). Writes bench/results/recommend_memory.json.
 """
 from __future__ import annotations
 
@@ -86,6 +94,70 @@ def beam_cmd(inputs: Path, model_dir: str, layout, k: int, workers: int, out: Pa
             "--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
 
 
+def widen(pool, n: int, item_column: str):
+    """The pool's first n rows, its rows repeated under fresh ids past its end (see the
+    module doc): a pool of any size from a small world."""
+    import pyarrow as pa
+
+    reps = -(-n // pool.num_rows)
+    table = pa.concat_tables([pool] * reps).slice(0, n)
+    ids = [str(v) for v in pool.column(item_column).to_pylist()]
+    fresh = ids + [f"i{10_000_000 + j}" for j in range(n - len(ids))]
+    at = table.column_names.index(item_column)
+    return table.set_column(at, item_column, pa.array(fresh[:n], table.schema.field(at).type))
+
+
+class WorkerPeaks:
+    """Peak RSS of each Beam worker process (children running sdk_worker_main) of a
+    running job, from a thread of this process: VmHWM never falls, so its last reading
+    before the worker ends is the worker's peak (the private part, RssAnon, is sampled)."""
+
+    def __init__(self, pid: int, every: float = 0.2):
+        import threading
+
+        import psutil
+
+        self._root, self._every = psutil.Process(pid), every
+        self.hwm_kb: dict[int, int] = {}
+        self.anon_kb: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _workers(self) -> list[int]:
+        import psutil
+
+        pids = []
+        try:
+            for child in self._root.children(recursive=True):
+                try:   # the python process itself, not the shell that starts it
+                    if "apache_beam.runners.worker.sdk_worker_main" in child.cmdline():
+                        pids.append(child.pid)
+                except psutil.Error:
+                    pass
+        except psutil.Error:      # the job has ended
+            pass
+        return pids
+
+    def _run(self) -> None:
+        from components.ctr.cluster import _rss_kb
+
+        while not self._stop.wait(self._every):
+            for pid in self._workers():
+                anon, hwm = _rss_kb(pid)
+                self.hwm_kb[pid] = max(self.hwm_kb.get(pid, 0), hwm)
+                self.anon_kb[pid] = max(self.anon_kb.get(pid, 0), anon)
+
+    def stop(self) -> dict:
+        self._stop.set()
+        self._thread.join()
+        return {"peak_rss_mb": _mb(self.hwm_kb), "peak_private_mb": _mb(self.anon_kb)}
+
+
+def _mb(kb_by_pid: dict) -> list[float]:
+    return sorted(round(v / 1024, 1) for v in kb_by_pid.values())
+
+
 def read_rows(name: str, out: Path) -> list:
     import pyarrow.parquet as pq
 
@@ -105,6 +177,69 @@ def as_loop(work: Path, model_dir: str, k: int) -> None:
     loop(work / "inputs", model_dir, layout, k, work / "out-loop" / "loop.json")
 
 
+def write_inputs(inputs: Path, users, pool, shards: int) -> None:
+    import pyarrow.parquet as pq
+
+    from components.ctr import recommend_inputs as I
+    from components.ctr.recommend_layout import ITEMS_FILE, USERS_DIR
+
+    (inputs / USERS_DIR).mkdir(parents=True)
+    for i, shard in enumerate(I.shards(users, "user_id", shards)):
+        pq.write_table(shard, inputs / USERS_DIR / f"part-{i:05d}.parquet")
+    pq.write_table(pool, inputs / ITEMS_FILE)
+
+
+def memory(work: Path, model_dir: str, layout, users, pool, args) -> list[dict]:
+    """Each pool size x 1 and 2 workers: the job in a fresh process, its workers' peaks."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO)}
+    points = []
+    for n in (int(x) for x in args.memory_items.split(",")):
+        inputs = work / f"inputs-{n}"
+        write_inputs(inputs, users, widen(pool, n, layout.item_column), args.shards)
+        for workers in (1, 2):
+            out = work / f"out-mem-{n}-{workers}"
+            t0 = time.perf_counter()
+            job = subprocess.Popen(beam_cmd(inputs, model_dir, layout, args.k, workers, out),
+                                   env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL, text=True)
+            watch = WorkerPeaks(job.pid)
+            stdout, _ = job.communicate()
+            seconds = time.perf_counter() - t0
+            peaks = watch.stop()
+            pairs = users.num_rows * n
+            summary = json.loads(stdout) if job.returncode == 0 else {}
+            if summary.get("pairs_scored") != pairs or not peaks["peak_rss_mb"]:
+                raise SystemExit(f"at {n} items, {workers} workers: exit {job.returncode}, "
+                                 f"{summary.get('pairs_scored')} of {pairs} pairs scored, "
+                                 f"{len(peaks['peak_rss_mb'])} workers seen")
+            points.append({"items": n, "workers": workers, "pairs": pairs,
+                           "seconds": round(seconds, 2),
+                           "pairs_per_s": round(pairs / seconds),
+                           "job_seconds": summary["beam_seconds"],
+                           "job_pairs_per_s": round(pairs / summary["beam_seconds"]),
+                           **peaks})
+            print(f"{n:>7,} items  {workers} workers  {pairs:>12,} pairs  "
+                  f"{pairs / seconds:>9,.0f} pairs/s  peak RSS per worker "
+                  f"{peaks['peak_rss_mb']} MB", flush=True)
+            shutil.rmtree(out, ignore_errors=True)
+    return points
+
+
+def memory_report(points: list[dict]) -> dict:
+    """Peak per worker at the largest pool over the smallest, per worker count."""
+    ratios = {}
+    for workers in (1, 2):
+        at = {p["items"]: max(p["peak_rss_mb"]) for p in points if p["workers"] == workers}
+        ratios[str(workers)] = round(at[max(at)] / at[min(at)], 3)
+    print(f"\n{'items':>7} {'workers':>7} {'pairs':>12} {'pairs/s':>9}  peak RSS per worker (MB)")
+    for p in points:
+        print(f"{p['items']:>7,} {p['workers']:>7} {p['pairs']:>12,} {p['pairs_per_s']:>9,}  "
+              f"{', '.join(f'{v:,.0f}' for v in p['peak_rss_mb'])}")
+    print("peak per worker, largest pool / smallest: "
+          + ", ".join(f"{w} worker(s) {r}x" for w, r in ratios.items()) + " (flat: <= 1.2x)")
+    return ratios
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--users", type=int, default=4000)
@@ -113,11 +248,11 @@ def main(argv=None) -> dict:
     p.add_argument("--shards", type=int, default=8)
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--memory-items", default=None,
+                   help="pool sizes, e.g. 2500,25000: measure each worker's peak memory "
+                        "at each instead of the throughput comparison")
     args = p.parse_args(argv)
 
-    import pyarrow.parquet as pq
-
-    from components.ctr.recommend_layout import ITEMS_FILE, USERS_DIR
     from components.ctr import feature_config
     from components.ctr import recommend_inputs as I
     from components.ctr.recommend_scoring import PairLayout
@@ -135,11 +270,20 @@ def main(argv=None) -> dict:
         users = I.users(rows, "user_id", [c for c in layout.user_columns(inputs_cols)
                                           if c != "user_id"])
         pool = I.items(rows, cfg.label, "item_id", list(layout.item_columns), "window", 0)
+        machine = {"cpus": os.cpu_count(), "python": platform.python_version()}
+        if args.memory_items:
+            points = memory(work, model_dir, layout, users, pool, args)
+            result = {"command": "bench/recommend_ctr.py " + " ".join(argv or sys.argv[1:]),
+                      "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                      "users": users.num_rows, "window_pool_items": pool.num_rows,
+                      "k": args.k, "shards": args.shards,
+                      "train_s": round(train_s, 1), "machine": machine, "points": points,
+                      "peak_ratio_largest_to_smallest_pool": memory_report(points)}
+            RESULTS.mkdir(parents=True, exist_ok=True)
+            (RESULTS / "recommend_memory.json").write_text(json.dumps(result, indent=2) + "\n")
+            return result
         inputs = work / "inputs"
-        (inputs / USERS_DIR).mkdir(parents=True)
-        for i, shard in enumerate(I.shards(users, "user_id", args.shards)):
-            pq.write_table(shard, inputs / USERS_DIR / f"part-{i:05d}.parquet")
-        pq.write_table(pool, inputs / ITEMS_FILE)
+        write_inputs(inputs, users, pool, args.shards)
 
         (work / "layout.json").write_text(json.dumps(dataclasses.asdict(layout)))
         outs = {name: work / f"out-{name}" for name in ("loop", "beam-1", "beam-2")}
@@ -169,7 +313,7 @@ def main(argv=None) -> dict:
             "runs": figures, "same_lists": same,
             "beam_2_vs_1": round(figures["beam-1"]["best_s"] / figures["beam-2"]["best_s"], 2),
             "beam_2_vs_loop": round(figures["loop"]["best_s"] / figures["beam-2"]["best_s"], 2),
-            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
+            "machine": machine}
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / "recommend_ctr.json").write_text(json.dumps(result, indent=2) + "\n")
         print(json.dumps(result, indent=2))
