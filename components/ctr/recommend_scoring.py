@@ -73,6 +73,7 @@ class PairScorer:
         self._item_raw = rawdata.to_raw_features(
             items, self._cfg, [c for c in (layout.item_column, *layout.item_columns)
                                if c in self._inputs])
+        self._batch_pairs = batch_pairs
         self._users_per_call = max(1, batch_pairs // max(1, len(self._item_ids)))
         self._all = np.arange(len(self._item_ids))
         self.pairs_scored = 0
@@ -90,15 +91,23 @@ class PairScorer:
         return out
 
     def _score(self, user_raw: dict[str, np.ndarray], n_users: int) -> np.ndarray:
-        """Scores of every (user, item) pair, shaped [n_users, n_items]."""
+        """Scores of every (user, item) pair, shaped [n_users, n_items]. A pool larger than
+        a call's `batch_pairs` goes to the model in slices of items, so a call's size (and
+        a worker's memory) stays bounded however many items there are; only the users'
+        score rows (8 bytes a pair) span the whole pool."""
         n_items = len(self._item_ids)
-        batch = {c: _repeat(v, n_items) for c, v in user_raw.items()}
-        batch.update({c: _tile(v, n_users) for c, v in self._item_raw.items()})
-        batch.update(self._context(n_users * n_items))
-        out = self._serve(**{c: self._tf.constant(batch[c]) for c in self._inputs})
-        scores = (out["p_click"] if "p_click" in out else next(iter(out.values()))).numpy()
-        self.pairs_scored += n_users * n_items
-        return scores.reshape(n_users, n_items).astype(np.float64)
+        step = max(1, self._batch_pairs // n_users)
+        parts = []
+        for lo in range(0, n_items, step):
+            hi = min(lo + step, n_items)
+            batch = {c: _repeat(v, hi - lo) for c, v in user_raw.items()}
+            batch.update({c: _tile(v[lo:hi], n_users) for c, v in self._item_raw.items()})
+            batch.update(self._context(n_users * (hi - lo)))
+            out = self._serve(**{c: self._tf.constant(batch[c]) for c in self._inputs})
+            scores = (out["p_click"] if "p_click" in out else next(iter(out.values()))).numpy()
+            self.pairs_scored += n_users * (hi - lo)
+            parts.append(scores.reshape(n_users, hi - lo).astype(np.float64))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
 
     @property
     def item_ids(self) -> list[str]:

@@ -148,3 +148,33 @@ def test_the_dags_step_refuses_settings_that_do_not_fit_by_name(log_and_model, t
     assert "RecommendSettingError: item_columns (--item-columns): ['category_id', 'price', " \
            "'item_age_days'] are not item-side or context inputs" in message, message
     assert "feature_config.json" in message and not (tmp_path / "out").exists()
+
+
+def test_a_pool_larger_than_a_model_call_is_scored_in_item_slices(log_and_model):
+    """Issue 44.5: with more items than `batch_pairs`, each model call takes a slice of
+    the pool (bounded memory per worker), and the scores and top-K equal one whole call's."""
+    import numpy as np
+    import pyarrow as pa
+
+    from components.ctr.recommend_scoring import PairLayout, PairScorer
+
+    _, _, model = log_and_model
+    items = pa.table({"movie_id": pa.array(range(1, 41), pa.int64())})
+    users = pa.table({"user_id": pa.array([7, 8, 9], pa.int64()), "age": [20.0, 35.0, 61.0],
+                      "gender": ["M", "F", "M"], "occupation": ["writer", "other", "artist"]})
+    layout = PairLayout("user_id", "movie_id", (), {})
+    whole = PairScorer(model, items, layout, k=5, batch_pairs=1000)
+    sliced = PairScorer(model, items, layout, k=5, batch_pairs=7)   # 40 items: 6 slices
+    calls = []
+    serve = sliced._serve
+    sliced._serve = lambda **batch: calls.append(len(batch["movie_id"])) or serve(**batch)
+    (ids_w, scores_w), = list(whole.score_blocks(users))
+    blocks = list(sliced.score_blocks(users))
+    assert [ids for ids, _ in blocks] == [[7], [8], [9]]
+    np.testing.assert_allclose(np.vstack([s for _, s in blocks]), scores_w, rtol=1e-6)
+    assert max(calls) <= 7 and sum(calls) == 3 * 40 == sliced.pairs_scored
+    # The same lists; a score may differ in float32's last digit (another batch shape).
+    a, b = list(whole.top_k(users)), list(sliced.top_k(users))
+    assert [(r["user"], r["rank"], r["item"]) for r in a] == \
+        [(r["user"], r["rank"], r["item"]) for r in b]
+    np.testing.assert_allclose([r["score"] for r in a], [r["score"] for r in b], rtol=1e-6)
