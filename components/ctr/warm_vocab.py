@@ -39,10 +39,8 @@ def row_sources(old: list[bytes], new: list[bytes], oov_buckets: int, rows: int)
 
 
 def _value(var) -> np.ndarray:
-    parts = getattr(var, "variables", None)
-    if parts is None:
-        return var.numpy()
-    return np.concatenate([p.numpy() for p in parts], axis=0)
+    from components.ctr.model import dense_value   # every shard of a sharded table
+    return np.asarray(dense_value(var).numpy())
 
 
 def tables_of(params, field: str) -> list:
