@@ -79,6 +79,9 @@ class Figures:
     train_startup: Figure
     ps_runtime_mb: Figure
     ps_peak_factor: Figure
+    table_step_factor: Figure   # step time at the largest sharded tables over the smallest
+    table_rows_measured: Figure  # largest table rows the sharded ps run trained
+    sharded_from_rows: Figure   # its smallest tables: below, the step time is taken as flat
     score_rate: Figure          # examples/s of one process
     custody_rate: Figure        # rows/s of the content digest (one process, every byte read)
     evaluate_rate: Figure       # held-out rows/s per core of the evaluation job (2 models)
@@ -143,6 +146,45 @@ def _evaluate_figures(bench: Path) -> dict[str, Figure]:
                                        f"(best; 2 worker processes sharing {cores:g} cores)")}
 
 
+def _memory_wall_figures(bench: Path, one_ps: float, one_ps_source: str) -> dict[str, Figure]:
+    """Per-ps memory and step time with tables sharded over ps on separate hosts
+    (bench/memory_wall.py: 2^20 to 2^24 rows per table, each ps capped below the whole).
+
+    The peak factor is the larger of that run's (peak - runtime) / its share and the
+    one-ps figure (its whole tables on one ps): both are measured ps peaks, and a plan
+    should not pick the kinder one. The step factor is the slowest size's median step
+    over the smallest size's: what growing the tables cost a step."""
+    mw = _read(bench, n := "memory_wall.json")
+    runtime = _num(mw, n, "ps_runtime_mb")
+    sizes = [s for s in _key(mw, n, "sizes") if isinstance(s, dict) and s.get("finished")]
+    if not sizes:
+        raise PlanError(f"benchmark result {n}: no sizes[*] that trained to the end")
+    sizes.sort(key=lambda s: _num(s, n, "table_rows"))
+    sharded = max((_num(s, n, "ps_peak_private_mb_max") - runtime) / _num(s, n, "share_per_ps_mb")
+                  for s in sizes)
+    steps = [_num(s, n, "step_ms_median") for s in sizes]
+    largest = _num(sizes[-1], n, "table_rows")
+    return {
+        "ps_peak_factor": Figure(max(one_ps, sharded), "x",
+                                 f"{one_ps_source} ({one_ps:.2f}, one ps) or bench/results/"
+                                 f"{n} sizes[*] max (ps_peak_private_mb_max - ps_runtime_mb) "
+                                 f"/ share_per_ps_mb ({sharded:.2f}, "
+                                 f"{int(_num(sizes[0], n, 'num_ps'))} ps on separate hosts), "
+                                 f"the larger"),
+        "table_step_factor": Figure(max(steps) / steps[0], "x",
+                                    f"bench/results/{n} sizes[*].step_ms_median: slowest "
+                                    f"({max(steps):g} ms) / at {_n(_num(sizes[0], n, 'table_rows'))}"
+                                    f" rows ({steps[0]:g} ms), tables up to {_n(largest)} rows"),
+        "table_rows_measured": Figure(largest, "rows per table",
+                                      f"bench/results/{n} sizes[-1].table_rows (trained to the "
+                                      f"end over ps each capped below the tables)"),
+        "sharded_from_rows": Figure(_num(sizes[0], n, "table_rows"), "rows per table",
+                                    f"bench/results/{n} sizes[0].table_rows (smaller tables: "
+                                    f"the one-ps sweep, bench/results/ps_sparse.json, found "
+                                    f"the step flat)"),
+    }
+
+
 def load_figures(window_days: int, optimizer: str, window_rows: float,
                  bench: Path = BENCH_DIR) -> Figures:
     """The per-unit figures, each with its source: the sweep, the piece of it and the
@@ -203,9 +245,9 @@ def load_figures(window_days: int, optimizer: str, window_rows: float,
                                  f" (bench/results/{n} slowest lazy_adam / adam step_ms)")
     f["ps_runtime_mb"] = Figure(_num(ps, n, measured, "ps_runtime_mb"), "MB",
                                 f"bench/results/{n} {measured}.ps_runtime_mb")
-    f["ps_peak_factor"] = Figure(_num(ps, n, measured, "ps_peak_over_weights_and_slots_largest"),
-                                 "x", f"bench/results/{n} {measured}"
-                                      f".ps_peak_over_weights_and_slots_largest")
+    one_ps = _num(ps, n, measured, "ps_peak_over_weights_and_slots_largest")
+    f.update(_memory_wall_figures(bench, one_ps, f"bench/results/{n} {measured}"
+                                             f".ps_peak_over_weights_and_slots_largest"))
     pt = _read(bench, n := "ps_train.json")
     rows = [r for r in _key(pt, n, "rows") if isinstance(r, dict)]
     one = [r for r in rows if r.get("ps") == 0]

@@ -106,7 +106,17 @@ class Plan:
     total_wall_s: float | None
 
 
-def _steps(spec: PlanSpec, fig: Figures, fcfg, default_cfg) -> tuple[dict[str, Step], dict]:
+def table_step(fig: Figures, largest_rows: int) -> tuple[float, str]:
+    """(factor dividing the training rate, its note) for tables of `largest_rows` rows: the
+    sharded run's slowdown once tables pass the sizes the training sweep ran at."""
+    if largest_rows <= fig.sharded_from_rows.value:
+        return 1.0, ""
+    f = fig.table_step_factor.value
+    return f, f" / {f:.2f} (tables of {largest_rows:,} rows: table_step_factor)"
+
+
+def _steps(spec: PlanSpec, fig: Figures, fcfg, default_cfg,
+           largest_rows: int = 0) -> tuple[dict[str, Step], dict]:
     """The work of each step and the rate one machine of its role does it at."""
     from components.ctr import plan_facts
     step = plan_facts.defaults()
@@ -119,6 +129,7 @@ def _steps(spec: PlanSpec, fig: Figures, fcfg, default_cfg) -> tuple[dict[str, S
     n_fields = len(fcfg.features) + len(fcfg.crosses)
     base = len(default_cfg.features) + len(default_cfg.crosses)
     factor = n_fields / base
+    table_factor, table_note = table_step(fig, largest_rows)
     beam = spec.machine("beam")
     beam_note = (f" x {beam.cores} cores" + (f" / {factor:.2f} (features {n_fields} vs "
                                              f"{base} benchmarked)" if factor != 1 else ""))
@@ -136,8 +147,8 @@ def _steps(spec: PlanSpec, fig: Figures, fcfg, default_cfg) -> tuple[dict[str, S
                  fig.preprocess_rate.value * beam.cores / factor, "preprocess_rate", beam_note,
                  True),)),
         "train": Step("train", fig.train_startup.value, "train_startup", tuple(
-            [Part("training examples (the budget)", examples, fig.train_rate.value,
-                  "train_rate", "", True)]
+            [Part("training examples (the budget)", examples,
+                  fig.train_rate.value / table_factor, "train_rate", table_note, True)]
             + ([Part("export's bounded sample of eval rows (coordinator)",
                      min(step.export_sample_rows, spec.rows_per_day * eval_pct / 100),
                      fig.score_rate.value, "score_rate", "", False)]
@@ -168,7 +179,8 @@ def plan(spec: PlanSpec, bench: Path = BENCH_DIR) -> Plan:
     fcfg = plan_facts.feature_config(spec.feature_config)
     default_cfg = plan_facts.default_feature_config()
     tables, dense, slots = model_tables(spec, fcfg)
-    steps, data = _steps(spec, fig, fcfg, default_cfg)
+    steps, data = _steps(spec, fig, fcfg, default_cfg,
+                         max((t.rows for t in tables if t.trainable), default=0))
     deadline = spec.deadline_hours * 3600
     shares = {s: spec.shares.get(s, 0.0) for s in STAGES}
     max_workers = math.ceil(data["train_steps"] / data["steps_per_execution"])
@@ -229,6 +241,7 @@ def plan(spec: PlanSpec, bench: Path = BENCH_DIR) -> Plan:
           "all_weights_and_slots_gb": round(sum(t.rows * t.width * 4 * (1 + (
               slots if t.trainable else 0)) for t in tables) / 2**30, 3),
           "bytes_per_example": round(per_example, 1),
+          "bytes_per_id": bytes_per_id(tables, slots),
           "tables": [dataclasses.asdict(t) | {"shards": shards(t, num_ps, min_shard)}
                      for t in tables],
           "dense_parameters": dense}
@@ -243,6 +256,16 @@ def plan(spec: PlanSpec, bench: Path = BENCH_DIR) -> Plan:
                 figures={k: dataclasses.asdict(v) for k, v in fig.all().items()},
                 assumptions=assumptions(fig, spec, optimizer), blockers=blockers, fits=fits,
                 total_wall_s=total)
+
+
+def bytes_per_id(tables, slots: int) -> dict[str, int]:
+    """Bytes one id (one table row) costs on the ps, per field: every table of the field
+    (bias, embedding, factors, counts), 4-byte weights plus the optimizer's slots."""
+    out: dict[str, int] = {}
+    for t in tables:
+        field = t.name.split("_", 1)[1]
+        out[field] = out.get(field, 0) + t.width * 4 * (1 + (slots if t.trainable else 0))
+    return out
 
 
 def assumptions(fig: Figures, spec: PlanSpec, optimizer: str) -> list[dict]:
@@ -290,6 +313,12 @@ def assumptions(fig: Figures, spec: PlanSpec, optimizer: str) -> list[dict]:
          f"log costs more per row); a faster disk or more threads are not counted"),
         ("Training runs its whole budget (passes x training rows); early stopping only "
          "shortens it", "components/ctr/ps_train.py train_budget"),
+        (f"Tables sharded over ps on separate hosts, each ps below the whole: a step slows "
+         f"by table_step_factor ({fig.table_step_factor.value:.2f}x) once a table passes "
+         f"{fig.sharded_from_rows.value:,.0f} rows, and no more beyond "
+         f"{fig.table_rows_measured.value:,.0f} rows",
+         f"measured up to {fig.table_rows_measured.value:,.0f} rows per table "
+         f"({fig.table_step_factor.source}); larger tables are not measured"),
     ]
     if optimizer not in ("lazy_adam", "adam"):
         a.append((f"{optimizer} steps as fast as lazy Adam", "not measured"))

@@ -38,7 +38,10 @@ def render(p: Plan) -> str:
             f"{ps['per_ps_weights_and_slots_mb']:,.1f} MB -> needs {ps['per_ps_need_mb']:,} MB "
             f"of {ps['per_ps_usable_mb']:,} MB usable",
             f"  {ps['bytes_per_example']:.0f} bytes per example between workers and ps "
-            f"(lookups, gradients, dense weights per step)"]
+            f"(lookups, gradients, dense weights per step)",
+            "  bytes per id (a row of every table of the field, weights + slots): "
+            + ", ".join(f"{k} {v:,}" for k, v in sorted(ps["bytes_per_id"].items(),
+                                                        key=lambda kv: -kv[1]))]
     for t in sorted(ps["tables"], key=lambda t: -t["rows"] * t["width"])[:6]:
         out.append(f"    {t['name']:<24}{_n(t['rows']):>16} x {t['width']:<3} "
                    f"{'trainable' if t['trainable'] else 'fixed':<10} {t['shards']} shard(s)")

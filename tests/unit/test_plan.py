@@ -111,6 +111,51 @@ def test_tables_bigger_than_a_worker_block_only_the_evaluation_that_loads_them_w
     assert not any(b.startswith("evaluate:") for b in roomy.blockers), roomy.blockers
 
 
+def _train_rate(p: P.Plan) -> float:
+    return next(part["rate"] for part in p.steps["train"]["parts"]
+                if part["figure"] == "train_rate")
+
+
+def test_tables_past_the_sharded_runs_smallest_size_slow_the_step_by_its_figure(tmp_path):
+    """bench/memory_wall.py's step time over table sizes (ps on separate hosts) enters the
+    training rate once a table passes its smallest size, and only then; a slower measured
+    step means a slower planned rate."""
+    f = {k: v["value"] for k, v in _plan().figures.items()}
+    small = _plan(table_rows={"user_id": int(f["sharded_from_rows"])})
+    big = _plan(table_rows={"user_id": int(f["sharded_from_rows"]) + 1})
+    assert _train_rate(small) == pytest.approx(f["train_rate"])
+    assert f["table_step_factor"] >= 1
+    assert _train_rate(big) == pytest.approx(f["train_rate"] / f["table_step_factor"])
+
+    def slower(doc):
+        doc["sizes"][-1]["step_ms_median"] = 3 * doc["sizes"][0]["step_ms_median"]
+    bench = _bench_copy(tmp_path, "memory_wall.json", slower)
+    p = P.plan(P.PlanSpec(table_rows={"user_id": 10**8}), bench)
+    assert p.figures["table_step_factor"]["value"] == pytest.approx(3)
+    assert _train_rate(p) == pytest.approx(f["train_rate"] / 3)
+    assert any("larger tables are not measured" in a["source"] for a in p.assumptions)
+
+
+def test_the_ps_peak_factor_is_the_larger_of_the_one_ps_and_the_sharded_runs(tmp_path):
+    def hungry(doc):          # a sharded ps peaking at runtime + 3 x its share
+        for size in doc["sizes"]:
+            size["ps_peak_private_mb_max"] = doc["ps_runtime_mb"] + 3 * size["share_per_ps_mb"]
+    p = P.plan(P.PlanSpec(), _bench_copy(tmp_path, "memory_wall.json", hungry))
+    assert p.figures["ps_peak_factor"]["value"] == pytest.approx(3)
+    assert "memory_wall.json" in p.figures["ps_peak_factor"]["source"]
+    one_ps = json.loads((P.BENCH_DIR / "ps_sparse.json").read_text())
+    assert _plan().figures["ps_peak_factor"]["value"] >= one_ps["lazy_adam"][
+        "ps_peak_over_weights_and_slots_largest"]
+
+
+def test_bytes_per_id_add_every_table_of_a_field_with_its_slots():
+    ps = _plan(embedding_dims={"user_id": 16}).parameter_servers
+    # bias (1) + embedding (16) floats, each with lazy Adam's two slots: 17 x 4 x 3 bytes.
+    assert ps["bytes_per_id"]["user_id"] == 17 * 4 * 3
+    # item_id: a bias with slots and a fixed count column (no slots).
+    assert ps["bytes_per_id"]["item_id"] == 4 * 3 + 4
+
+
 def test_shards_and_bytes_follow_the_trainers_partitioner():
     small = P.Table("t", 1000, 4, True)           # 16 KB < min_shard_bytes: one shard
     assert P.shards(small, 8, 256 << 10) == 1
