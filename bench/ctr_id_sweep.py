@@ -4,10 +4,11 @@ a sweep of id-field options on the generator, every variant scored on the same e
 Why: the generator's click logit holds user x (category + item) taste terms that the
 default model (a bias per user and item id; category, device, hour, position in the MLP)
 cannot represent. This bench trains variants of `components.ctr.ps_train` (factorization
-crosses, id embeddings in the MLP, a frequency-filtered user vocabulary, prior strengths,
-budgets) on one generated 3-day window and reports each one's AUC, log loss and paired
-95 % bootstrap interval of (variant - baseline) AUC on the same held-out rows, with the
-Bayes-optimal and taste references of `bench/ctr_peers.py` beside them. The window, the
+crosses, id embeddings in the MLP, a frequency-filtered user vocabulary, hash bucket
+counts, prior strengths, budgets) on one generated 3-day window and reports each one's AUC,
+log loss and paired 95 % bootstrap interval of (variant - baseline) AUC on the same
+held-out rows, with the Bayes-optimal and taste references of `bench/ctr_peers.py` beside
+them, and how the eval rows' ids share hash buckets at each bucket count swept. The window, the
 eval rows, the scoring and the references are ctr_peers's (imported, not copied).
 
 Generation and preprocessing happen once per feature config; each variant trains in this
@@ -47,6 +48,20 @@ def user_vocab(threshold: int, oov_buckets: int = 1024) -> dict:
     hashed into overflow buckets (instead of 2^18 hash buckets any two ids may share)."""
     return {"user_id": {"transform": "vocabulary", "top_k": 300_000,
                         "frequency_threshold": threshold, "oov_buckets": oov_buckets}}
+
+
+def id_buckets(log2: int) -> dict:
+    """user_id and item_id hashed into 2^log2 buckets each (the generated config: 2^18 and
+    2^17, where 44 % of the 3 x 500k window's training user ids and 58 % of its item ids
+    share a bucket: `bucket_sharing`)."""
+    return {k: {"transform": "hash", "hash_buckets": 1 << log2} for k in ("user_id", "item_id")}
+
+
+FM_BEST = {"fm_fields": UC, "fm_l2": 5.0, "fm_dim": 6}
+# The generator's own prior strengths (precision 1/variance, summed-loss units like id_l2):
+# a user's bias beside its past-clicks feature sd 0.2 * sqrt(1 - (0.8 / 1.1)^2) -> 53; an
+# item's bias with its drift sqrt(0.15^2 + 0.15^2 / 2) -> 30 (the config's: 10 and 5).
+ID_L2_TRUE = {"user_id": 50.0, "item_id": 30.0}
 
 
 # name -> {"train": PsTrainSpec options, "features": per-field feature-config overrides}.
@@ -91,6 +106,23 @@ VARIANTS: dict[str, dict] = {
                                 "features": user_vocab(5)},
     "fm_uc_l2_1_user_vocab100": {"train": {"fm_fields": UC, "fm_l2": 1.0},
                                  "features": user_vocab(100)},
+    # Fewer hash collisions: with 2^18 / 2^17 buckets a bucket's bias mixes unrelated ids
+    # and an id never seen in training takes a stranger's bias.
+    "hash22": {"train": {}, "features": id_buckets(22)},
+    "hash22_fm_uc_l2_5_dim6": {"train": FM_BEST, "features": id_buckets(22)},
+    "hash22_fm_uc_l2_10_dim6": {"train": {**FM_BEST, "fm_l2": 10.0},
+                                "features": id_buckets(22)},
+    "hash22_id_l2_50_30": {"train": {"id_l2": ID_L2_TRUE}, "features": id_buckets(22)},
+    "hash22_id_l2_3_2": {"train": {"id_l2": {"user_id": 3.0, "item_id": 2.0}},
+                         "features": id_buckets(22)},
+    "hash22_fm_uc_l2_5_dim6_id_l2_50_30": {"train": {**FM_BEST, "id_l2": ID_L2_TRUE},
+                                           "features": id_buckets(22)},
+    "hash22_fm_uic_l2_10_dim6": {"train": {**FM_BEST, "fm_fields": UIC, "fm_l2": 10.0},
+                                 "features": id_buckets(22)},
+    "hash20": {"train": {}, "features": id_buckets(20)},
+    "hash20_fm_uc_l2_5_dim6": {"train": FM_BEST, "features": id_buckets(20)},
+    "hash21": {"train": {}, "features": id_buckets(21)},
+    "hash21_fm_uc_l2_5_dim6": {"train": FM_BEST, "features": id_buckets(21)},
 }
 
 
@@ -197,7 +229,8 @@ def learnable_references(gen_spec, raw_root: Path, train_t, eval_t, truth, label
     fitted alternately, with generous priors: a user's bias given the true mean of its
     past-clicks feature, an item's given its true base popularity (what a model reads,
     noisily, from user_past_clicks and the item counts); `..._without_taste`: the same
-    learner without taste vectors (what learning tastes adds is the difference)."""
+    learner without taste vectors (what learning tastes adds is the difference);
+    `..._user_item_category[_without_taste]`: those learning every category's bias too."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -258,6 +291,66 @@ def learnable_references(gen_spec, raw_root: Path, train_t, eval_t, truth, label
                              item_mean, item_precision, items)
         out[name] = round(metrics.auc(labels, e_rest + items[e_item, 0] + np.einsum(
             "nk,nk->n", users[e_user], e_x[:, :k])), 4)
+    # ... and each category's bias too (prior: the generator's), no taste: the others
+    # know the 1,000 category biases exactly, a model learns them from the same rows
+    cat, e_cat = world.item_category[item], world.item_category[e_item]
+    rest, e_rest = rest - world.category_bias[cat], e_rest - world.category_bias[e_cat]
+    for name, k in (("bayes_learned_user_item_category_auc", d + 1),
+                    ("bayes_learned_user_item_category_without_taste_auc", 1)):
+        users, items = None, item_mean
+        cats = np.zeros((len(world.category_bias), 1))
+        for _ in range(3):
+            users = _map_fit(user, x[:, :k], y, rest + items[item, 0] + cats[cat, 0],
+                             user_mean[:, :k], user_precision[:k, :k], users)
+            mine = np.einsum("nk,nk->n", users[user], x[:, :k])
+            items = _map_fit(item, x[:, :1], y, rest + mine + cats[cat, 0],
+                             item_mean, item_precision, items)
+            cats = _map_fit(cat, x[:, :1], y, rest + mine + items[item, 0],
+                            np.zeros_like(cats), np.eye(1) / cfg.category_bias_sd ** 2, cats)
+        out[name] = round(metrics.auc(labels, e_rest + items[e_item, 0] + cats[e_cat, 0]
+                                      + np.einsum("nk,nk->n", users[e_user], e_x[:, :k])), 4)
+    return out
+
+
+def bucket_sharing(train_t, eval_t, cfg, variants: dict) -> dict:
+    """How the window's ids sit in their hash buckets, per hashed field and bucket count
+    (the config's and every variant's): the share of training ids whose bucket holds
+    another training id, and of eval rows whose id was seen in training with a bucket of
+    its own / a shared one, or is new to an empty bucket / to one a training id holds (it
+    then takes that id's terms); `stranger_row_share`: of an eval row's bucket's training
+    rows, the share that other ids brought (mean over eval rows)."""
+    import numpy as np
+    import tensorflow as tf
+    sizes = {f.name: {f.hash_buckets} for f in cfg.features if f.transform == "hash"}
+    for v in variants.values():
+        for name, change in v.get("features", {}).items():
+            if name in sizes and change.get("transform") == "hash":
+                sizes[name].add(change["hash_buckets"])
+    out = {}
+    for field, counts in sizes.items():
+        ids, n = np.unique(train_t.column(field).to_numpy(zero_copy_only=False),
+                           return_counts=True)
+        evals, inverse = np.unique(eval_t.column(field).to_numpy(zero_copy_only=False),
+                                   return_inverse=True)
+        at = np.clip(np.searchsorted(ids, evals), 0, len(ids) - 1)
+        seen = (ids[at] == evals)[inverse]
+        own = np.where(seen, n[at][inverse], 0)
+        out[field] = {"train_ids": int(len(ids))}
+        for buckets in sorted(counts):
+            bucket = tf.strings.to_hash_bucket_fast(ids.astype(str), buckets).numpy()
+            e_bucket = tf.strings.to_hash_bucket_fast(evals.astype(str),
+                                                      buckets).numpy()[inverse]
+            ids_in = np.bincount(bucket, minlength=buckets)
+            rows_in = np.bincount(bucket, weights=n, minlength=buckets)
+            held = ids_in[e_bucket]
+            out[field][str(buckets)] = {k: round(float(v), 4) for k, v in {
+                "train_ids_sharing_a_bucket": (ids_in[bucket] > 1).mean(),
+                "eval_rows_seen_own_bucket": (seen & (held == 1)).mean(),
+                "eval_rows_seen_shared_bucket": (seen & (held > 1)).mean(),
+                "eval_rows_new_empty_bucket": (~seen & (held == 0)).mean(),
+                "eval_rows_new_taken_bucket": (~seen & (held > 0)).mean(),
+                "stranger_row_share": ((rows_in[e_bucket] - own)
+                                       / np.maximum(rows_in[e_bucket], 1)).mean()}.items()}
     return out
 
 
@@ -341,6 +434,8 @@ def main(argv=None) -> dict:
                               **_taste_references(gen_spec, train_t, eval_t, truth, labels),
                               **learnable_references(gen_spec, raw_root, train_t, eval_t,
                                                      truth, labels)},
+               "id_buckets": bucket_sharing(train_t, eval_t, cfg,
+                                            {n: variants[n] for n in names}),
                "variants": {name: {**compare(labels, probs, baseline, args.seed), **record}
                             for name, (probs, record) in scored.items()}}
         best = max(out["variants"], key=lambda n: out["variants"][n]["auc"])
