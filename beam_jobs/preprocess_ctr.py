@@ -146,6 +146,17 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     return p.parse_known_args(argv)
 
 
+def _vocabulary_sizes(cfg, transform_dir: str) -> dict[str, int]:
+    """Lines of each id field's vocabulary file (tf.Transform writes one value a line)."""
+    out = {}
+    for name, (transform, _) in id_coverage.id_fields(cfg).items():
+        if transform == "vocabulary":
+            with FileSystems.open(FileSystems.join(transform_dir, "transform_fn", "assets",
+                                                   name)) as f:
+                out[name] = sum(1 for _ in f)
+    return out
+
+
 class ReadSplitBatches(beam.DoFn):
     """Read one input file (format by extension) in batches: good rows split into
     train/eval RecordBatches, malformed records to the `rejected` output as JSON lines."""
@@ -418,6 +429,9 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
                     transformed, metadata = (
                         ((splits[split], config), transform_fn)
                         | f"Transform{split}" >> tft_beam.TransformDataset(output_record_batches=True))
+                    if cfg.new_id_rows():   # rows whose id the window never saw
+                        _ = transformed | f"NewIds{split}" >> beam.ParDo(
+                            id_coverage.CountNewIdRows(NAMESPACE, split, cfg.new_id_rows()))
                     if split != EVAL_DIR:   # what the trainer needs before its first step
                         stats.append(transformed | f"Stats{split}" >> beam.CombineGlobally(
                             SplitStatsFn(cfg)) | f"Name{split}" >> beam.Map(
@@ -470,7 +484,9 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
             "rejected_by_reason": {r: counters[f"rejected_{r}"] for r in REJECT_REASONS
                                    if counters.get(f"rejected_{r}")},
             "rejected_dir": REJECTED_DIR,
-            "id_coverage": id_coverage.read_report(join(tmp, ID_COVERAGE_FILE)),
+            "id_coverage": id_coverage.add_new_id_rows(
+                id_coverage.read_report(join(tmp, ID_COVERAGE_FILE)), cfg, counters, SPLITS,
+                _vocabulary_sizes(cfg, join(tmp, TRANSFORM_DIR))),
             # Identity values outside [0, size) in the window's rows: the transform clips
             # each into the table's first or last row, so they are counted, never silent.
             "identity_out_of_range": {k: counters[f"{OUT_OF_RANGE}{k}"]

@@ -33,7 +33,10 @@ Kinds and transforms (raw column type in brackets, as `raw_columns()` reports it
 - categorical [str, or int with `dtype: int`]: `vocabulary` (`top_k`, optional
   `frequency_threshold`, `oov_buckets` >= 1, default 1; table top_k + oov_buckets),
   `hash` (`hash_buckets`), `identity` (int ids in [0, `size`); out-of-range values are
-  clipped into it and counted: preprocessing's `identity_out_of_range`).
+  clipped into it and counted: preprocessing's `identity_out_of_range`). `vocabulary` and
+  `hash` take `new_id_row: true`: an id the analysis window never saw takes one extra row,
+  the table's last (a Bloom filter of the window's ids, `seen_filter_bits`, default 16
+  per row; components/ctr/seen_filter.py), instead of an OOV bucket or a hashed row.
 - multi_categorical [str_list, variable length] and text [str, lower-cased and split on
   anything that is not a letter or digit, in the graph]: `vocabulary` or `hash` as above,
   plus `max_values`. PADDING CONVENTION: the output `<name>_xf` is int64 of fixed shape
@@ -61,7 +64,8 @@ from pydantic import ValidationError
 from components.config_errors import place_in, problems
 from components.ctr.feature_config_model import (  # noqa: F401  (re-exported)
     DERIVED_ID, DRIFT_METRICS, INT_THRESHOLDS, KINDS, NAME, PARAM_MIN, RAW_TYPES,
-    SHARE_THRESHOLDS, THRESHOLDS, TRANSFORM_PARAMS, FeatureConfigFile, raw_type)
+    SHARE_THRESHOLDS, THRESHOLDS, TRANSFORM_PARAMS, FeatureConfigFile,
+    default_seen_filter_bits, raw_type)
 from retrain.common import record_limits
 from retrain.common.errors import ConfigError
 from retrain.common.run_inputs import parse_config_text, read_config_file
@@ -102,6 +106,8 @@ class Feature:
     size: int | None = None             # identity
     buckets: int | None = None          # bucketize
     max_values: int | None = None       # multi_categorical, text: fixed padded length
+    new_id_row: bool = False            # hash, vocabulary: never-seen ids get the last row
+    seen_filter_bits: int | None = None  # with new_id_row (default: 16 per row)
     description: str = ""
 
     @property
@@ -115,6 +121,29 @@ class Feature:
         return self.dtype or "str"
 
     @property
+    def ids_size(self) -> int | None:
+        """Rows of a vocabulary or hash field before its new-id row (None: other transforms)."""
+        if self.transform == "vocabulary":
+            return self.top_k + self.oov_buckets
+        if self.transform == "hash":
+            return self.hash_buckets
+        return None
+
+    @property
+    def new_id_index(self) -> int | None:
+        """The new-id row (the table's last), or None without one."""
+        return self.ids_size if self.new_id_row else None
+
+    @property
+    def filter_bits(self) -> int | None:
+        """Bits of the window's seen-id filter, or None without a new-id row."""
+        if not self.new_id_row:
+            return None
+        if self.seen_filter_bits:
+            return self.seen_filter_bits
+        return default_seen_filter_bits(self.ids_size)
+
+    @property
     def output(self) -> str:
         return transformed_name(self.name)
 
@@ -126,10 +155,8 @@ class Feature:
     @property
     def table_size(self) -> int | None:
         """Rows an embedding table of this feature's ids needs (None: not categorical)."""
-        if self.transform == "vocabulary":
-            return self.top_k + self.oov_buckets
-        if self.transform == "hash":
-            return self.hash_buckets
+        if self.transform in ("vocabulary", "hash"):
+            return self.ids_size + (1 if self.new_id_row else 0)
         if self.transform == "identity":
             return self.size
         if self.transform == "bucketize":
@@ -252,8 +279,8 @@ class FeatureConfig:
             out = {"name": f.name, "kind": f.kind, "transform": f.transform}
             for field in dataclasses.fields(Feature)[3:]:
                 value = getattr(f, field.name)
-                if value not in (None, ""):
-                    out[field.name] = value
+                if value is not None and value != "" and value is not False:  # defaults left
+                    out[field.name] = value                                  # out: fingerprint
             return out
         out: dict[str, Any] = {}
         if self.name:
@@ -341,6 +368,10 @@ class FeatureConfig:
         transform and counted by preprocessing."""
         return {f.name: f.size for f in self.features if f.transform == "identity"}
 
+    def new_id_rows(self) -> dict[str, int]:
+        """Fields with a new-id row and its index (the table's last row)."""
+        return {f.name: f.new_id_index for f in self.features if f.new_id_row}
+
     def categorical_size(self, name: str) -> int:
         """Table rows a categorical field (feature or cross name) needs."""
         for f in self.features:
@@ -409,7 +440,9 @@ def from_dict(d: Mapping[str, Any], source: str = "") -> FeatureConfig:
     features = []
     for f in raw.features:
         params = {k: getattr(f, k) for k in ("top_k", "frequency_threshold", "oov_buckets",
-                                             "hash_buckets", "size", "buckets", "max_values")}
+                                             "hash_buckets", "size", "buckets", "max_values",
+                                             "seen_filter_bits")}
+        params["new_id_row"] = bool(f.new_id_row)
         if f.transform == "vocabulary" and params["oov_buckets"] is None:
             params["oov_buckets"] = 1
         features.append(Feature(

@@ -22,6 +22,21 @@ from components.config_errors import fail, rule
 from retrain.common import record_limits
 from retrain.common.run_inputs import number_text, what, word_text, words_text
 
+# A seen-id filter (components/ctr/seen_filter.py) is a constant of the transform graph:
+# 2^32 bits is 512 MB, well under protobuf's 2 GB limit on a graph.
+SEEN_FILTER_MAX_BITS = 1 << 32
+SEEN_FILTER_MIN_BITS = 1024
+SEEN_FILTER_BITS_PER_ROW = 16
+
+
+def default_seen_filter_bits(table_rows: int) -> int:
+    """Filter bits for a field whose table has `table_rows` rows (before the new-id row):
+    16 per row, whole bytes, within [1024, 2^32]. With as many ids as rows that is a
+    false-positive rate of about 0.24 % (4 hashes); with 4x the ids about 16 %."""
+    bits = -(-table_rows * SEEN_FILTER_BITS_PER_ROW // 8) * 8
+    return min(SEEN_FILTER_MAX_BITS, max(SEEN_FILTER_MIN_BITS, bits))
+
+
 KINDS: dict[str, tuple[str, ...]] = {
     "numeric": ("zscore", "log_zscore", "bucketize"),
     "categorical": ("vocabulary", "hash", "identity"),
@@ -33,12 +48,14 @@ TRANSFORM_PARAMS: dict[str, dict[str, bool]] = {
     "zscore": {},
     "log_zscore": {},
     "bucketize": {"buckets": True},
-    "vocabulary": {"top_k": True, "frequency_threshold": False, "oov_buckets": False},
-    "hash": {"hash_buckets": True},
+    "vocabulary": {"top_k": True, "frequency_threshold": False, "oov_buckets": False,
+                   "new_id_row": False, "seen_filter_bits": False},
+    "hash": {"hash_buckets": True, "new_id_row": False, "seen_filter_bits": False},
     "identity": {"size": True},
 }
 PARAM_MIN = {"buckets": 2, "top_k": 1, "frequency_threshold": 1, "oov_buckets": 1,
-             "hash_buckets": 1, "size": 1, "max_values": 1}
+             "hash_buckets": 1, "size": 1, "max_values": 1,
+             "seen_filter_bits": SEEN_FILTER_MIN_BITS}
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RAW_TYPES = ("str", "int", "float", "str_list")
 # The id column of logs that have none: the config leaves `example_id` out, and readers
@@ -161,6 +178,11 @@ class FeatureFile(BaseModel):
     buckets: _param("buckets") = None
     max_values: _param("max_values") = Field(None, description="multi_categorical, text: "
                                              "the fixed padded length")
+    new_id_row: bool | None = Field(None, strict=True, description="hash, vocabulary: ids "
+                                    "the analysis window never saw take one row of their own")
+    seen_filter_bits: _param("seen_filter_bits") = Field(
+        None, description="with new_id_row: bits of the filter of the window's ids (a "
+        "multiple of 8; default 16 per table row)")
     description: Text = ""
 
     @model_validator(mode="after")
@@ -180,6 +202,18 @@ class FeatureFile(BaseModel):
                       f"{', '.join(sorted(params)) or 'none'})") for key in sorted(given - set(params))]
         found += [((), f"missing required parameter {key!r} for {transform}")
                   for key, required in params.items() if required and key not in given]
+        if self.seen_filter_bits is not None and not self.new_id_row:
+            found.append(((), "seen_filter_bits needs new_id_row: true"))
+        if self.seen_filter_bits is not None and self.seen_filter_bits % 8:
+            found.append(((), f"seen_filter_bits must be a multiple of 8, got "
+                              f"{self.seen_filter_bits}"))
+        if self.seen_filter_bits is not None and self.seen_filter_bits > SEEN_FILTER_MAX_BITS:
+            found.append(((), f"seen_filter_bits must be at most {SEEN_FILTER_MAX_BITS} (the "
+                              f"filter is a constant of the transform graph), got "
+                              f"{self.seen_filter_bits}"))
+        if self.new_id_row and kind != "categorical":
+            found.append(((), f"new_id_row is for single-valued categorical features, not "
+                              f"{kind}"))
         if transform == "identity" and self.dtype not in (None, "int"):
             found.append(((), "identity needs integer ids (dtype: int)"))
         fail("feature", found)

@@ -61,6 +61,52 @@ class IdSketchFn(beam.CombineFn):
         return acc
 
 
+NEW_ID_COUNTER = "new_id_rows_"    # + split + "_" + field: rows that took the new-id row
+
+
+class CountNewIdRows(beam.DoFn):
+    """Transformed batches of a split -> counters of the rows whose id took its field's
+    new-id row (an id the window's filter never saw). Emits nothing."""
+
+    def __init__(self, namespace: str, split: str, rows: dict[str, int]):
+        from components.ctr.feature_config import transformed_name
+        self._rows = {transformed_name(k): (row, f"{NEW_ID_COUNTER}{split}_{k}")
+                      for k, row in rows.items()}
+        self._namespace = namespace
+
+    def process(self, element):
+        from components.ctr.split_stats import column_values
+        batch = element[0] if isinstance(element, tuple) else element
+        for column, (row, counter) in self._rows.items():
+            n = int(np.count_nonzero(column_values(batch.column(column)) == row))
+            beam.metrics.Metrics.counter(self._namespace, counter).inc(n)
+        return []
+
+
+def add_new_id_rows(figures: dict, cfg, counters: dict, splits, vocabulary_sizes: dict) -> dict:
+    """The report's figures plus, per field with a new-id row, the rows of each split that
+    took it and the window filter's fill and false-positive rate; per vocabulary field, the
+    ids in its vocabulary (`vocabulary_sizes`: field -> lines of its vocabulary file)."""
+    from components.ctr.seen_filter import BITS_COUNTER, false_positive_rate
+    for f in cfg.features:
+        if f.name not in figures:
+            continue
+        if f.name in vocabulary_sizes:
+            figures[f.name]["ids_in_vocabulary"] = vocabulary_sizes[f.name]
+        if f.new_id_row:
+            bits_set = counters.get(f"{BITS_COUNTER}{f.name}")
+            figures[f.name]["new_id_row"] = {
+                "row": f.new_id_index,
+                "rows_by_split": {s: counters.get(f"{NEW_ID_COUNTER}{s}_{f.name}", 0)
+                                  for s in splits},
+                "filter_bits": f.filter_bits,
+                # None where the runner reports no counters (then the fill is unknown).
+                "filter_bits_set": bits_set,
+                "filter_false_positive_rate": (None if bits_set is None else round(
+                    false_positive_rate(bits_set, f.filter_bits), 6))}
+    return figures
+
+
 def shared_row_share(ids: float, rows: int) -> float:
     """Expected share of `ids` distinct ids hashed uniformly into `rows` rows that share
     their row with at least one other id."""
@@ -114,6 +160,12 @@ def headline(figures: dict) -> str:
             words.append(f"{f['ids_sharing_a_row_share']:.0%} share a row")
         if f.get("new_ids_in_eval_share") is not None:
             words.append(f"{f['new_ids_in_eval_share']:.0%} of eval ids new")
+        if "ids_in_vocabulary" in f:
+            words.append(f"{f['ids_in_vocabulary']:,} in the vocabulary")
+        if "new_id_row" in f:
+            eval_rows = f["new_id_row"]["rows_by_split"].get("eval")
+            if eval_rows is not None:
+                words.append(f"{eval_rows:,} eval rows took the new-id row")
         parts.append(f"{name}: " + ", ".join(words))
     return "; ".join(parts)
 

@@ -270,7 +270,8 @@ def _train(spec: PsTrainSpec, distributed: bool) -> dict:
     placement = _placement(spec, distributed, window.total_steps)
     trainable = _trainable(spec, window, placement)
     ckpt_dir = checkpoint_dir(spec)
-    vocabularies = {f.name: (window.tft_output.vocabulary_file_by_name(f.name), f.oov_buckets)
+    vocabularies = {f.name: (window.tft_output.vocabulary_file_by_name(f.name), f.oov_buckets,
+                             f.new_id_index)
                     for f in window.fcfg.features if f.transform == "vocabulary"}
     resumed_from, warm_started = train_checkpoint.restore(trainable, ckpt_dir,
                                                           spec.warm_start_from, vocabularies)
@@ -319,7 +320,7 @@ def _window(spec: PsTrainSpec) -> tuple[_Window, float]:
     validation_percent = (preprocessed_validation_percent(pre)
                           if validation_pattern is not None else 0)
     stats_seconds = time.time() - started      # reading the job's counts: no pass over rows
-    priors = prior_weights(spec, cfg, train_stats.counts)
+    priors = prior_weights(spec, cfg, train_stats.counts, fcfg.new_id_rows(), rows)
     budget_examples, total_steps = train_budget(spec, rows)
     log.info("budget: %d examples = %d steps of %d over %d training rows (%.1f passes)%s",
              budget_examples, total_steps, spec.batch_size, rows,
@@ -387,7 +388,8 @@ def _loop(spec: PsTrainSpec, window: _Window, placement: Placement, trainable: T
     train_fn = make_dataset_fn(
         window.train_patterns, window.feature_spec, spec.batch_size, window.priors,
         seed=None if distributed else spec.seed, repeat=True, label=window.fcfg.label,
-        split="train", workers=placement.num_workers if distributed else 1)
+        split="train", workers=placement.num_workers if distributed else 1,
+        new_id_rows=window.fcfg.new_id_rows())
     validation_fn, val_every, val_batches = None, 0, 0
     if window.validation_percent:
         validation_fn = make_dataset_fn(

@@ -33,7 +33,7 @@ def empty(sizes: dict[str, int]) -> SplitStats:
     return SplitStats(0, 0.0, {k: np.zeros(n, dtype=np.int64) for k, n in sizes.items()})
 
 
-def _values(column) -> np.ndarray:
+def column_values(column) -> np.ndarray:
     """A transformed column's values, flat (list columns unnested), as int64."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -47,9 +47,9 @@ def fold(stats: SplitStats, batch, label: str, columns: dict[str, str]) -> Split
     """Add one transformed RecordBatch; `columns` maps each field to its transformed
     column. Padding (-1) and out-of-table ids do not count."""
     stats.rows += batch.num_rows
-    stats.clicks += float(_values(batch.column(label)).sum())
+    stats.clicks += float(column_values(batch.column(label)).sum())
     for field, column in columns.items():
-        ids = _values(batch.column(column))
+        ids = column_values(batch.column(column))
         table = stats.counts[field]
         ids = ids[(ids >= 0) & (ids < table.size)]
         table += np.bincount(ids, minlength=table.size)

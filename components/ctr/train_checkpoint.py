@@ -21,12 +21,15 @@ from retrain.common.step import drop_known_lines
 log = logging.getLogger("retrain.ps_train")
 
 
+Vocabularies = dict[str, tuple[str, int, "int | None"]]
+
+
 def restore(trainable: Trainable, ckpt_dir: Path, warm_start_from: str | None,
-            vocabularies: dict[str, tuple[str, int]] | None = None) -> tuple[int, str | None]:
+            vocabularies: Vocabularies | None = None) -> tuple[int, str | None]:
     """Attach a checkpoint manager to `trainable`, then resume from its newest checkpoint
     or warm-start from `warm_start_from`: (resumed-from step, warm-start path or None).
-    `vocabularies`: vocabulary field -> (today's vocabulary file, OOV buckets), whose rows
-    a warm start maps by value (components.ctr.warm_vocab)."""
+    `vocabularies`: vocabulary field -> (today's vocabulary file, OOV buckets, new-id row or
+    None), whose rows a warm start maps by value (components.ctr.warm_vocab)."""
     import tensorflow as tf
     # For variables on several devices (the parameter servers) TensorFlow's
     # `MultiDeviceSaver.save` defines a new tf.function on every call, so from the fifth
@@ -46,7 +49,7 @@ def restore(trainable: Trainable, ckpt_dir: Path, warm_start_from: str | None,
 
 
 def warm_start(net, warm_start_from: str,
-               vocabularies: dict[str, tuple[str, int]] | None = None) -> str:
+               vocabularies: Vocabularies | None = None) -> str:
     """Load only the learned parameters of a published model: today's counts, optimizer
     state and step start anew, and rows of IDs it never saw keep their initial values;
     a vocabulary field's rows follow their values, not their positions."""

@@ -84,13 +84,36 @@ def worker_plan(names: list[str], rows: dict[str, int], workers: int
     return plan
 
 
-def prior_weights(spec, cfg: dict, counts: dict) -> dict:
+# Training rows whose id takes its field's new-id row (a field with `new_id_row`): every
+# training id is in the window's filter, so only these rows teach the row what a new id
+# is worth. Chosen by a hash of the serialized example: the same rows every pass.
+NEW_ID_TRAIN_SHARE = 1 / 64
+_SHARE_BUCKETS = 1 << 20
+
+
+def move_to_new_id_row(ids, serialized, new_row: int, field: str):
+    """The ids of a training batch with NEW_ID_TRAIN_SHARE of its rows (by a hash of the
+    serialized example, salted by the field) moved to the new-id row."""
+    import tensorflow as tf
+    h = tf.strings.to_hash_bucket_fast(tf.strings.join([serialized, f"\x1f{field}"]),
+                                       _SHARE_BUCKETS)
+    moved = tf.less(h, int(NEW_ID_TRAIN_SHARE * _SHARE_BUCKETS))
+    return tf.where(moved, tf.constant(new_row, ids.dtype), ids)
+
+
+def prior_weights(spec, cfg: dict, counts: dict, new_id_rows: dict[str, int] | None = None,
+                  rows: int = 0) -> dict:
     """Per field and id: prior strength / the id's count in the window (`spec`: the
     trainer's `l2`, `embedding_l2`, `fm_l2`; `cfg`: its `_config`, whose per-field
-    embedding_l2 wins)."""
+    embedding_l2 wins). A new-id row counts the NEW_ID_TRAIN_SHARE of the `rows` training
+    rows that train it."""
     import numpy as np
     out = {}
     for k, n in counts.items():
+        n = np.asarray(n, np.float64)
+        if k in (new_id_rows or {}):
+            n = n.copy()
+            n[new_id_rows[k]] = NEW_ID_TRAIN_SHARE * rows
         inv = 1.0 / np.maximum(n, 1).astype(np.float32)
         strength = cfg["id_l2"].get(k, spec.l2)
         if strength:
@@ -105,7 +128,8 @@ def prior_weights(spec, cfg: dict, counts: dict) -> dict:
 
 def make_dataset_fn(patterns, feature_spec: dict, batch_size: int, priors: dict,
                      seed: int | None, repeat: bool, label: str | None = None,
-                     split: str = "all", workers: int = 1):
+                     split: str = "all", workers: int = 1,
+                     new_id_rows: dict[str, int] | None = None):
     """A dataset function over the shards matching `patterns` (one glob or several); in
     the cluster each worker runs it on its own.
 
@@ -115,7 +139,8 @@ def make_dataset_fn(patterns, feature_spec: dict, batch_size: int, priors: dict,
     reads its own share of the rows (`worker_plan`, from the job's per-file row counts),
     so N workers do not read the window N times and each trains on 1/N of it. Without
     the counts: every `workers`-th file from its index on (every `workers`-th record when
-    there are fewer files than workers)."""
+    there are fewer files than workers). `new_id_rows` (field -> its new-id row; training
+    only): NEW_ID_TRAIN_SHARE of the rows take it (`move_to_new_id_row`)."""
     from components.ctr import feature_config as fc
     label = fc.default().label if label is None else label
     if split not in ("all", "train", "validation"):
@@ -170,6 +195,9 @@ def make_dataset_fn(patterns, feature_spec: dict, batch_size: int, priors: dict,
 
         def parse(x):
             f = tf.io.parse_example(x, feature_spec)
+            for k, row in (new_id_rows or {}).items():
+                f[fc.transformed_name(k)] = move_to_new_id_row(f[fc.transformed_name(k)], x,
+                                                               row, k)
             for name, (key, table) in tables.items():
                 f[name] = tf.gather(table, tf.maximum(f[key], 0))   # padding: masked later
             return f, f.pop(label)

@@ -154,7 +154,18 @@ def _bucketize(x: tf.Tensor, buckets: int, name: str) -> tf.Tensor:
 
 
 def _ids(values: tf.Tensor, f: fc.Feature) -> tf.Tensor:
-    """Categorical ids of a flat (or scalar-per-row) tensor of raw values."""
+    """Categorical ids of a flat (or scalar-per-row) tensor of raw values; with a new-id
+    row, the values the analysis window never saw take it (components/ctr/seen_filter.py)."""
+    ids = _table_ids(values, f)
+    if not f.new_id_row:
+        return ids
+    from components.ctr import seen_filter
+    bits = f.filter_bits
+    known = seen_filter.seen(values, seen_filter.window_filter(values, bits, f.name), bits)
+    return tf.where(known, tf.cast(ids, tf.int64), tf.constant(f.new_id_index, tf.int64))
+
+
+def _table_ids(values: tf.Tensor, f: fc.Feature) -> tf.Tensor:
     if f.transform == "hash":
         if values.dtype != tf.string:
             values = tf.strings.as_string(values)

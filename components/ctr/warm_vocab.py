@@ -4,7 +4,7 @@ demo's category_id vocabulary reorders between consecutive days). Copying a publ
 model's tables row by row would hand a value's learned row to another value; here each row
 of today's vocabulary takes the row its value had, the OOV buckets keep theirs (their
 hashing does not depend on the vocabulary), and values the published model never had
-keep their fresh initial rows.
+keep their fresh initial rows; a new-id row (`new_id_row`) keeps its own.
 
 Vocabulary tables hold top_k + oov_buckets rows (thousands, not the hashed id tables'
 millions), so the coordinator reads and writes them whole.
@@ -25,10 +25,13 @@ def read_vocabulary(path: str | Path) -> list[bytes]:
     return Path(path).read_bytes().splitlines()
 
 
-def row_sources(old: list[bytes], new: list[bytes], oov_buckets: int, rows: int) -> np.ndarray:
+def row_sources(old: list[bytes], new: list[bytes], oov_buckets: int, rows: int,
+                new_id_row: int | None = None) -> np.ndarray:
     """For each row of today's table: the published table's row it takes, or -1 (keep
-    its initial value)."""
+    its initial value). The new-id row (the table's last, at a fixed index) keeps its own."""
     src = np.full(rows, -1, dtype=np.int64)
+    if new_id_row is not None and new_id_row < rows:
+        src[new_id_row] = new_id_row
     where = {value: j for j, value in enumerate(old)}
     for i, value in enumerate(new[:rows]):
         src[i] = where.get(value, -1)
@@ -53,7 +56,7 @@ class VocabularyRemap:
     restored rows to today's rows after it."""
 
     def __init__(self, params, fields: dict[str, tuple[str, int]]):
-        # fields: name -> (today's vocabulary file, oov buckets)
+        # fields: name -> (today's vocabulary file, oov buckets, new-id row or None)
         self._params = params
         self._fields = fields
         self._initial = {k: [_value(t) for t in tables_of(params, k)] for k in fields}
@@ -61,7 +64,7 @@ class VocabularyRemap:
     def apply(self, saved_model_dir: str | Path) -> dict[str, dict]:
         """Remap after the restore; returns per field what was kept, new and dropped."""
         out = {}
-        for field, (vocab_file, oov) in self._fields.items():
+        for field, (vocab_file, oov, new_id_row) in self._fields.items():
             old_file = Path(saved_model_dir) / "assets" / field
             if not old_file.is_file():
                 log.warning("warm start: the published model has no vocabulary for %s "
@@ -74,7 +77,7 @@ class VocabularyRemap:
                 continue
             for table, initial in zip(tables_of(self._params, field), self._initial[field]):
                 restored = _value(table)
-                src = row_sources(old, new, oov, len(restored))
+                src = row_sources(old, new, oov, len(restored), new_id_row)
                 values = initial.copy()
                 values[src >= 0] = restored[src[src >= 0]]
                 table.assign(values)
