@@ -164,31 +164,60 @@ def _submit_form_as_opened(page: Page, airflow: LocalAirflow, dag_id: str, task:
         time.sleep(2)
 
 
-def _wait_for_run(airflow: LocalAirflow, dag_id: str, run_id: str) -> None:
-    deadline = time.time() + RUN_TIMEOUT
+class Progress:
+    """This test's DAG runs, watched together: a wait fails when for RUN_TIMEOUT seconds
+    none of their tasks has run or changed state (a hang), not because a slower machine
+    takes longer in all. A run queued behind another's training (pool gpu_training, 1
+    slot) moves when that training ends; a running task is bounded by its own
+    execution_timeout (every task has one: tests/unit/test_task_timeouts.py), which fails
+    it, and a failed task fails the wait at once."""
+
+    def __init__(self, airflow: LocalAirflow):
+        self.airflow, self.runs = airflow, []
+        self.seen, self.since = None, time.time()
+
+    def add(self, dag_id: str, run_id: str) -> str:
+        self.runs.append((dag_id, run_id))
+        return run_id
+
+    def tasks(self, dag_id: str, run_id: str) -> dict[str, str]:
+        tis = self.airflow.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
+        return {t["task_id"]: t["state"] for t in tis["task_instances"]}
+
+    def stalled_for(self) -> float:
+        """Seconds since a task of the watched runs last changed state or ran."""
+        now = [sorted(self.tasks(d, r).items()) for d, r in self.runs]
+        running = any(state == "running" for tasks in now for _, state in tasks)
+        if now != self.seen or running:
+            self.seen, self.since = now, time.time()
+        return time.time() - self.since
+
+
+def _wait_for_run(progress: Progress, dag_id: str, run_id: str) -> None:
+    airflow = progress.airflow
     while True:
         state = airflow.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")["state"]
         if state in ("success", "failed"):
             break
-        assert time.time() < deadline, (f"{dag_id} {run_id} still {state} after "
-                                        f"{RUN_TIMEOUT} s:\n"
-                                        + _failure_report(airflow, dag_id, run_id))
+        assert progress.stalled_for() < RUN_TIMEOUT, (
+            f"{dag_id} {run_id} still {state}, nothing ran or moved for {RUN_TIMEOUT} s:\n"
+            + _failure_report(airflow, dag_id, run_id))
         time.sleep(5)
     assert state == "success", (f"{dag_id} {run_id} {state}:\n"
                                 + _failure_report(airflow, dag_id, run_id))
 
 
-def _wait_for_task(airflow: LocalAirflow, dag_id: str, run_id: str, task_id: str,
+def _wait_for_task(progress: Progress, dag_id: str, run_id: str, task_id: str,
                    states: tuple[str, ...]) -> str:
-    deadline = time.time() + RUN_TIMEOUT
     while True:
-        tis = airflow.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
-        state = {t["task_id"]: t["state"] for t in tis["task_instances"]}.get(task_id)
+        state = progress.tasks(dag_id, run_id).get(task_id)
         if state in states:
             return state
         assert state not in ("failed", "upstream_failed", "skipped"), (
-            f"{task_id} of {run_id} is {state}:\n" + _failure_report(airflow, dag_id, run_id))
-        assert time.time() < deadline, f"{task_id} of {run_id} stayed {state}"
+            f"{task_id} of {run_id} is {state}:\n"
+            + _failure_report(progress.airflow, dag_id, run_id))
+        assert progress.stalled_for() < RUN_TIMEOUT, (
+            f"{task_id} of {run_id} stayed {state}, nothing ran or moved for {RUN_TIMEOUT} s")
         time.sleep(3)
 
 
@@ -217,20 +246,21 @@ def test_first_hour_in_the_browser(first_hour, page):
 
     # Both forms as they open. One training at a time (pool gpu_training, 1 slot): the
     # text run, submitted first, reaches it first (its preprocessing is the shorter).
-    text_run = _submit_form_as_opened(page, airflow, TEXT, "finetune")
-    ctr_run = _submit_form_as_opened(page, airflow, CTR, "preprocess",
-                                     "first-hour-trigger-form.png")
-    _wait_for_task(airflow, CTR, ctr_run, "train", ("success",))
+    progress = Progress(airflow)
+    text_run = progress.add(TEXT, _submit_form_as_opened(page, airflow, TEXT, "finetune"))
+    ctr_run = progress.add(CTR, _submit_form_as_opened(page, airflow, CTR, "preprocess",
+                                                       "first-hour-trigger-form.png"))
+    _wait_for_task(progress, CTR, ctr_run, "train", ("success",))
     clock.lap("text fine-tuned, CTR trained")
     # CTR again, its form as opened, once the first has its model: the same data and
     # params, so the trained model is reused; it evaluates and publishes in its turn, after
     # the first (retrain.orchestration.turns). And a run that asks a person before it
     # publishes (approval: always), set in its run config.
-    again = _submit_form_as_opened(page, airflow, CTR, "preprocess")
-    asked = airflow.call("POST", f"/api/v2/dags/{CTR}/dagRuns", {
-        "logical_date": None, "conf": {"approval": "always"}})["dag_run_id"]
+    again = progress.add(CTR, _submit_form_as_opened(page, airflow, CTR, "preprocess"))
+    asked = progress.add(CTR, airflow.call("POST", f"/api/v2/dags/{CTR}/dagRuns", {
+        "logical_date": None, "conf": {"approval": "always"}})["dag_run_id"])
 
-    _wait_for_run(airflow, CTR, ctr_run)
+    _wait_for_run(progress, CTR, ctr_run)
     clock.lap("CTR published")
     tab = _retrain_tab(page, CTR, ctr_run, "Published ctr v1")
     assert f"span {span}" in tab and "blessed" in tab, tab
@@ -264,20 +294,20 @@ def test_first_hour_in_the_browser(first_hour, page):
     clock.lap("recommendations of v1")
 
     # The person's answer, in Required Actions.
-    _wait_for_task(airflow, CTR, asked, "approve", ("awaiting_input",))
+    _wait_for_task(progress, CTR, asked, "approve", ("awaiting_input",))
     clock.lap("approval asked")
     answer_required_action(page, CTR, asked, "Approve", "checked the report",
                            ("first-hour-required-actions.png", "first-hour-approval.png"))
 
     # The second run as opened: identical to v1, nothing published.
-    _wait_for_run(airflow, CTR, again)
+    _wait_for_run(progress, CTR, again)
     clock.lap("CTR again: ended")
     tab = _retrain_tab(page, CTR, again, "Unchanged: identical to ctr v1")
     assert "nothing: unchanged, identical to ctr version 1" in tab, tab
     assert _summary(home, "ctr", span, again)["train"].get("reused_from"), "not reused"
     page.shot("first-hour-unchanged.png")
     # The approved one: the same model too.
-    _wait_for_run(airflow, CTR, asked)
+    _wait_for_run(progress, CTR, asked)
     approval = json.loads((home / "runs" / "ctr" / f"dt={span}" / paths.safe_run_id(asked)
                            / "approval.json").read_text())
     assert approval["decision"] == "approved" and approval["by"] == "admin", approval
@@ -286,7 +316,7 @@ def test_first_hour_in_the_browser(first_hour, page):
     clock.lap("approved run: ended")
 
     # The text run, its form as opened.
-    _wait_for_run(airflow, TEXT, text_run)
+    _wait_for_run(progress, TEXT, text_run)
     _retrain_tab(page, TEXT, text_run, "Published text v1")
     assert [v["version"] for v in registry.list_versions("text")] == [1]
 

@@ -221,3 +221,22 @@ def _params(model_dir: str) -> dict:
     reader = tf.train.load_checkpoint(warm_start_path(model_dir))
     return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
             if k.startswith("model/params/") and k.endswith("VARIABLE_VALUE")}
+
+
+def test_the_next_run_reads_the_filter_from_the_analysis_cache(planted, tmp_path):
+    """A day's filter is cached like its other statistics: the second run over the same
+    days analyses nothing and sends the same rows to the new-id row."""
+    from components.ctr.preprocess import PreprocessSpec, run
+    root, config = planted
+    runs = []
+    for i in range(2):
+        out = tmp_path / f"pre{i}"
+        run(PreprocessSpec(raw_root=str(root), span=DAYS[2], output_dir=str(out),
+                           window_days=2, eval_percent=EVAL_PERCENT, feature_config=str(config),
+                           analysis_cache_dir=str(tmp_path / "cache")))
+        runs.append(json.loads((out / "summary.json").read_text()))
+    first, second = runs
+    assert set(first["analysis"]["datasets"].values()) == {"computed"}
+    assert set(second["analysis"]["datasets"].values()) == {"cache"}
+    assert second["id_coverage"]["user_id"]["new_id_row"] == \
+        first["id_coverage"]["user_id"]["new_id_row"]
