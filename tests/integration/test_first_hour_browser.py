@@ -35,11 +35,12 @@ import pytest
 from retrain.common import paths
 from retrain.common.registry import Registry
 from retrain.orchestration import demo
-from retrain.orchestration.local_airflow import LocalAirflow
+from retrain.orchestration.local_airflow import DEMO_TEXT_CONFIG, LocalAirflow
+from components.text import task_config as text_config
 from ui_browser import (Page, answer_required_action, log_in, need_browser, open_retrain_tab,
                         open_trigger_form)
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.cost(690)]
 
 CTR, TEXT, RECS = "ctr_daily_retrain", "text_daily_finetune", "ctr_daily_recommendations"
 RETRAIN = str(Path(sys.executable).with_name("retrain"))
@@ -315,10 +316,17 @@ def test_first_hour_in_the_browser(first_hour, page):
     assert [v["version"] for v in registry.list_versions("ctr")] == [1]
     clock.lap("approved run: ended")
 
-    # The text run, its form as opened.
+    # The text run, its form as opened (text_config: the demo config, as `make ui` sets
+    # it): published on the config's full evidence minimum, no rule lowered or failed.
     _wait_for_run(progress, TEXT, text_run)
     _retrain_tab(page, TEXT, text_run, "Published text v1")
     assert [v["version"] for v in registry.list_versions("text")] == [1]
+    current = registry.current("text")
+    assert current["run_id"] == text_run and current["data_span"] == span, current
+    evaluation = _summary(home, "text", span, text_run)["evaluation"]
+    assert not evaluation.get("failed_rules"), evaluation
+    report = json.loads(Path(evaluation["eval_uri"]).read_text())
+    assert report["rows"] >= text_config.load(DEMO_TEXT_CONFIG).gate.min_eval_rows, report["rows"]
 
     # The registry's versions as the UI shows them: the model assets' events, each with
     # its version (the UI has no registry page of its own): one CTR version, one text.

@@ -3,8 +3,9 @@ the real reviews: great-expectations validation, the Beam preprocessing job, fin
 of the real pretrained checkpoint, evaluation through the serving signature, the serving
 check in a fresh process and the publish into the shared registry, each in a child
 process. The first test is kept small (short sequences, tens of examples) to fit the CI
-budget; the last runs the form as opened on `make demo`'s text days (a few minutes), the
-run a first-time user makes, and holds it to publishing.
+budget; the last checks that `make demo`'s text days hold the evidence the demo config's
+gate asks for. The run a first-time user makes, the form as opened on those days to a
+publish, is tests/integration/test_first_hour_browser.py's (through the UI).
 """
 from __future__ import annotations
 
@@ -155,25 +156,3 @@ def test_the_demo_text_days_hold_the_evidence_the_demo_config_asks_for(demo_home
     assert min(topic) < full.gate.min_eval_positives and cfg.gate.min_eval_positives == 0
     # The same corpus and heads as the full config: one setting (text_config) apart.
     assert cfg.task_labels == full.task_labels
-
-
-def test_the_demo_text_run_as_opened_publishes(airflow_home, demo_home):
-    """The text DAG triggered with the form's defaults (text_config: the demo config) on
-    the demo's days: every task green and a version published on the full evidence
-    minimum. A few minutes on 2 cores."""
-    with environ(RETRAIN_HOME=str(demo_home)):
-        dag = load_dag("text_daily_finetune", "text_daily_finetune_demo_dag").text_daily_finetune()
-        span = DEMO_START + dt.timedelta(days=_demo_days() - 1)
-        run = dag.test(logical_date=dt.datetime.combine(span + dt.timedelta(days=1), dt.time(),
-                                                        tzinfo=UTC),
-                       run_conf={"text_config": str(DEMO_CONFIG)})
-    states = task_states(run)
-    assert all(s == "success" for s in states.values()), states
-    current = Registry(demo_home / "registry").current("text")
-    assert current is not None and current["run_id"] == run.run_id
-    assert current["data_span"] == span.isoformat()
-    summary = json.loads(next((demo_home / "runs" / "text" / f"dt={span}")
-                              .glob("*/run_summary.json")).read_text())
-    report = json.loads(Path(summary["evaluation"]["eval_uri"]).read_text())
-    assert report["rows"] >= T.load(DEMO_CONFIG).gate.min_eval_rows
-    assert not summary["evaluation"].get("failed_rules")
