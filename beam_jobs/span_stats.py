@@ -50,6 +50,7 @@ from apache_beam.options.pipeline_options import SetupOptions
 
 from beam_jobs import runner
 from retrain.common import rawfiles
+from retrain.common.atomic import check_replaceable
 from retrain.common.record_limits import RecordLimits, parquet_bytes
 from components.ctr import features as F
 from components.ctr.rawformat import JSONL_SUFFIXES, PART_SUFFIXES, RawLayout, default_layout
@@ -301,6 +302,7 @@ def _outputs(span_dirs: list[str], output_dir: str) -> dict[str, tuple[str, str]
             raise ValueError(f"--span-dir {span_dir} is given twice (or two spans share "
                              f"the folder name {span_dir.name})")
         out = Path(output_dir) if len(span_dirs) == 1 else Path(output_dir) / span_dir.name
+        check_replaceable(out)      # a failed read removes it: only what retrain wrote
         spans[span_dir.name] = (str(span_dir), str(out))
     for _, out in spans.values():
         for raw in (Path(d).resolve() for d, _ in spans.values()):

@@ -66,6 +66,7 @@ import threading
 import time
 from pathlib import Path
 
+from retrain.common.atomic import check_replaceable
 from retrain.common.errors import BAD_DATA, BadData
 from retrain.common.netns import NetworkError, PrivateNetwork, exec_prefix, in_netns
 from retrain.common.paths import output_dir_of
@@ -334,6 +335,7 @@ def run(spec: ClusterSpec, sink=None) -> dict:
             train[key] = getattr(spec, key)
         if key not in train:
             raise ValueError(f"train spec needs {key!r}")
+    check_replaceable(train["out_dir"])   # before the cluster starts, not at the export
     sink = sink or _default_sink
     # The chief's spec and result: beside the model's folder, in the run's own folder
     # (removed on every exit; a SIGKILLed launcher leaves it inside that run, never in

@@ -28,7 +28,9 @@ def add_cli(subparsers) -> None:
                     "model_version), inputs/ (the users and items scored), summary.json.")
     p.add_argument("--raw-root", required=True, help="click logs: dt=YYYY-MM-DD/ partitions")
     p.add_argument("--span", required=True, help="newest day of activity read (YYYY-MM-DD)")
-    p.add_argument("--out", required=True, help="the partition folder to write")
+    p.add_argument("--out", required=True,
+                   help="the partition folder to write (a new folder, or one retrain wrote: "
+                        "it is replaced whole)")
     p.add_argument("--registry-root", default=None,
                    help="model registry (default: <RETRAIN_HOME>/registry)")
     p.add_argument("--model-version", type=int, default=None,

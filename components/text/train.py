@@ -59,7 +59,7 @@ class FinetuneSpec:
 
 def run(spec: FinetuneSpec) -> dict:
     """Fine-tune and export; return the model dir, losses and what was warm-started."""
-    from retrain.common.atomic import atomic_dir, read_json, write_json
+    from retrain.common.atomic import atomic_dir, check_replaceable, read_json, write_json
     from components.text import config as C
     from components.text import task_config as T
     from components.text.formats import EVAL_DIR, SUMMARY_FILE, TRAIN_DIR
@@ -70,6 +70,7 @@ def run(spec: FinetuneSpec) -> dict:
                              f"got {getattr(spec, name)}")
     if not spec.learning_rate > 0:
         raise ValueError(f"learning_rate must be > 0, got {spec.learning_rate}")
+    check_replaceable(spec.out_dir)      # before the fine-tune, not at the export
     pre = Path(spec.preprocess_dir)
     summary = read_json(pre / SUMMARY_FILE)
     cfg = T.from_resolved(read_json(pre / T.CONFIG_FILE))

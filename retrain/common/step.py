@@ -81,6 +81,9 @@ def main(spec_cls: type[S], run: Callable[[S], dict], argv: list[str] | None = N
                         help=f"{spec_cls.__name__} as JSON, or @path to a JSON file")
     parser.add_argument("--result-file", help="write the result JSON here (default: stdout)")
     args = parser.parse_args(argv)
+    if args.result_file and not _replaceable_result(Path(args.result_file)):
+        parser.error(f"--result-file {args.result_file} exists and is not a step's result: "
+                     "refusing to overwrite it (give a new path)")
     _end_with_the_task()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
@@ -126,6 +129,19 @@ def _end_with_the_task() -> None:
         end_group()
 
     threading.Thread(target=watch, name="retrain-parent-watch", daemon=True).start()
+
+
+def _replaceable_result(path: Path) -> bool:
+    """A result file may be new, or an earlier result (a JSON object) a retry replaces;
+    never a link or another file (`--result-file /etc/passwd` run by hand)."""
+    if not os.path.lexists(path):
+        return True
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        return isinstance(json.loads(path.read_bytes()), dict)
+    except (OSError, ValueError):
+        return False
 
 
 def _emit(obj: dict, path: str | None) -> None:

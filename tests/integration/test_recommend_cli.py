@@ -178,3 +178,34 @@ def test_a_pool_larger_than_a_model_call_is_scored_in_item_slices(log_and_model)
     assert [(r["user"], r["rank"], r["item"]) for r in a] == \
         [(r["user"], r["rank"], r["item"]) for r in b]
     np.testing.assert_allclose([r["score"] for r in a], [r["score"] for r in b], rtol=1e-6)
+
+
+def test_out_never_replaces_a_file_or_a_folder_retrain_did_not_write(log_and_model, tmp_path):
+    """--out is replaced whole on a rerun, so pointing it at a file or at someone's folder
+    is refused in one line naming the path, before any pair is scored; nothing is
+    changed and the file's content is not echoed. Found by trying `--out /etc/passwd`,
+    which replaced the file with the partition folder."""
+    root, span, model = log_and_model
+    afile = tmp_path / "notes.txt"
+    afile.write_text("SECRET-CONTENT-1234\n")
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "keep.csv").write_text("a,b\n")
+    args = ("--raw-root", str(root / "raw"), "--span", span, "--model-dir", model,
+            "--active-days", "30", "--k", "3", "--max-users", "5", "--max-items", "20")
+    for target in (afile, folder):
+        run = _cli(*args, "--out", str(target))
+        assert run.returncode == 2, run.stderr[-3000:]
+        (line,) = [x for x in run.stderr.splitlines() if x.startswith("retrain recommend:")]
+        assert str(target) in line and "refusing to replace it" in line, line
+        assert "SECRET" not in run.stderr + run.stdout and "Traceback" not in run.stderr
+        assert _progress_lines(run.stderr) == []          # refused before scoring
+    assert afile.read_text() == "SECRET-CONTENT-1234\n"
+    assert [p.name for p in folder.iterdir()] == ["keep.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "notes.txt"]
+
+    ours = tmp_path / "recs"
+    for _ in range(2):                                    # its own output: rerun replaces
+        run = _cli(*args, "--out", str(ours))
+        assert run.returncode == 0, run.stderr[-3000:]
+    assert read_json(ours / "summary.json")["k"] == 3

@@ -59,7 +59,7 @@ def test_atomic_dir_publishes_only_on_success(tmp_path):
     assert (target / "whole").exists()
     with atomic.atomic_dir(target) as tmp:      # a rerun replaces it in one rename
         (tmp / "again").write_text("y")
-    assert sorted(p.name for p in target.iterdir()) == ["again"]
+    assert sorted(p.name for p in target.iterdir()) == sorted(["again", atomic.MARKER])
     assert [p.name for p in tmp_path.iterdir()] == ["artifact"]
 
 
@@ -76,6 +76,47 @@ def test_atomic_dir_clears_what_a_killed_writer_left_but_not_a_live_one(tmp_path
         (tmp / "ok").write_text("done")
     assert not stale.exists() and live.exists()
     assert (tmp_path / "model" / "ok").read_text() == "done"
+
+
+def test_atomic_dir_never_replaces_what_retrain_did_not_write(tmp_path):
+    """A rerun replaces its own folder whole; a file, a link or someone's folder given as
+    the target is refused before the work starts and left as it was."""
+    ran = []
+    afile = tmp_path / "passwd"
+    afile.write_text("root:x:0:0\n")
+    theirs = tmp_path / "home"
+    (theirs / "docs").mkdir(parents=True)
+    (theirs / "docs" / "thesis.tex").write_text("chapter 1")
+    link = tmp_path / "latest"
+    link.symlink_to(theirs)
+    for target in (afile, theirs, link):
+        with pytest.raises(FileExistsError, match="refusing to replace it"):
+            with atomic.atomic_dir(target) as tmp:
+                ran.append(target)
+                (tmp / "part").write_text("x")
+    assert ran == []                                   # refused before any work
+    assert afile.read_text() == "root:x:0:0\n" and link.resolve() == theirs
+    assert (theirs / "docs" / "thesis.tex").read_text() == "chapter 1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "latest", "passwd"]
+
+    empty = tmp_path / "made-by-mkdir"
+    empty.mkdir()
+    with atomic.atomic_dir(empty) as tmp:              # an empty folder may be used
+        (tmp / "part").write_text("1")
+    with atomic.atomic_dir(empty) as tmp:              # and rerun: it is retrain's now
+        (tmp / "part").write_text("2")
+    assert (empty / "part").read_text() == "2" and (empty / atomic.MARKER).is_file()
+
+
+def test_atomic_dir_refuses_a_folder_that_appeared_while_it_worked(tmp_path):
+    target = tmp_path / "out"
+    with pytest.raises(FileExistsError, match="did not write"):
+        with atomic.atomic_dir(target) as tmp:
+            (tmp / "part").write_text("ours")
+            target.mkdir()
+            (target / "theirs").write_text("keep")
+    assert [p.name for p in target.iterdir()] == ["theirs"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]   # no temp left behind
 
 
 def test_write_json_roundtrip(tmp_path):
@@ -133,6 +174,27 @@ def test_step_main_writes_result_or_error(tmp_path):
     assert "n must be >= 0" in json.loads(out.read_text())["error"]
     assert step.main(_Spec, _run, ["--spec", '{"m": 1}', "--result-file", str(out)]) == 1
     assert "unknown field" in json.loads(out.read_text())["error"]
+
+
+def test_step_main_never_overwrites_a_file_that_is_not_a_result(tmp_path, capsys):
+    """`--result-file` run by hand: an earlier result is replaced (a retry), a file that is
+    not one, or a link, is refused before the step runs, unchanged and not echoed."""
+    other = tmp_path / "passwd"
+    other.write_text("root:x:0:0:SECRET\n")
+    link = tmp_path / "link.json"
+    link.symlink_to(other)
+    for target in (other, link):
+        with pytest.raises(SystemExit) as stop:
+            step.main(_Spec, _run, ["--spec", '{"n": 2}', "--result-file", str(target)])
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert f"--result-file {target} exists and is not a step's result" in err
+        assert "SECRET" not in err
+    assert other.read_text() == "root:x:0:0:SECRET\n"
+    earlier = tmp_path / "r.json"
+    earlier.write_text('{"error": "an earlier attempt"}\n')
+    assert step.main(_Spec, _run, ["--spec", '{"n": 2}', "--result-file", str(earlier)]) == 0
+    assert json.loads(earlier.read_text()) == {"double": 4}
 
 
 def test_launcher_surfaces_the_steps_own_error(tmp_path):

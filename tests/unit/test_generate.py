@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from components import metrics
+from retrain.common import atomic
 from retrain.common.paths import raw_span_dir
 from components.ctr.rawdata import read_truth
 from components.ctr import features as F
@@ -166,9 +167,22 @@ def test_incomplete_day_is_regenerated(tmp_path):
     d = day_dir(tmp_path)
     d.mkdir(parents=True)
     (d / "part-00000.parquet").write_bytes(b"half")  # no _SUCCESS: not a complete day
+    atomic.mark(d)                                   # ... of retrain's own writing
     result = G.run(spec(tmp_path, days=1))
     assert result["days"][0]["status"] == "written"
     assert pq.read_table(d / G.DATA_FILE).num_rows == 2000
+
+
+def test_an_incomplete_day_retrain_did_not_write_is_left_alone(tmp_path):
+    """Someone else's half-delivered day (no _SUCCESS, no marker) is not deleted to make
+    room: refused, naming the folder, and left as it was."""
+    d = day_dir(tmp_path)
+    d.mkdir(parents=True)
+    (d / "part-00000.parquet").write_bytes(b"their upload, in progress")
+    with pytest.raises(FileExistsError, match=f"{d} is a folder that retrain did not write"):
+        G.run(spec(tmp_path, days=1))
+    assert [p.name for p in d.iterdir()] == ["part-00000.parquet"]
+    assert (d / "part-00000.parquet").read_bytes() == b"their upload, in progress"
 
 
 @pytest.mark.parametrize("kw, match", [
