@@ -20,6 +20,13 @@ export AIRFLOW__CORE__LOAD_EXAMPLES=False
 if [ -z "${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN:-}${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD:-}" ]; then
   export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="sqlite:///$AIRFLOW_HOME/airflow.db"
 fi
+# SQLite: a writer waits up to 30 s for the lock instead of sqlite3's 5 s (why:
+# retrain/orchestration/sqlite_db.py).
+case "${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN:-}" in
+  sqlite*)
+    export AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS="${AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS:-retrain.orchestration.sqlite_db.CONNECT_ARGS}"
+    export AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC="${AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC:-retrain.orchestration.sqlite_db.CONNECT_ARGS}" ;;
+esac
 export AIRFLOW__CORE__EXECUTOR="${AIRFLOW__CORE__EXECUTOR:-LocalExecutor}"
 # The name a task's host is recorded under and its log fetched from (retrain/orchestration/hostname.py:
 # $RETRAIN_HOSTNAME, else the FQDN): workers sharing a machine each get their own.

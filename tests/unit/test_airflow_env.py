@@ -7,7 +7,10 @@ lock and the launcher's choice of interpreter.
 """
 from __future__ import annotations
 
+import importlib
 import re
+import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 
@@ -80,3 +83,30 @@ def test_a_worker_is_recorded_under_its_own_host_name(monkeypatch):
     monkeypatch.delenv(hostname.HOSTNAME_ENV)
     import socket
     assert hostname.task_host() == socket.getfqdn()
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    out = subprocess.run(["bash", "-c", "source scripts/airflow-env.sh && env -0"], cwd=REPO,
+                         env={"PATH": "/usr/bin:/bin",
+                              "RETRAIN_AIRFLOW_HOME": str(tmp_path / "home"), **extra},
+                         capture_output=True, text=True, check=True).stdout
+    return dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
+
+
+def test_a_sqlite_writer_waits_30_s_for_the_lock(tmp_path):
+    """sqlite3 gives up after 5 s; on a loaded machine the API server then answered a
+    Trigger with HTTP 500 "database is locked" (retrain/orchestration/sqlite_db.py)."""
+    env = _env(tmp_path)
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("sqlite:///")
+    for key in ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS",
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC"):
+        module, name = env[key].rsplit(".", 1)     # what Airflow's conf.getimport reads
+        args = getattr(importlib.import_module(module), name)
+        with sqlite3.connect(tmp_path / "db.sqlite", **args) as conn:
+            assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 30_000
+
+
+def test_another_database_gets_no_sqlite_arguments(tmp_path):
+    env = _env(tmp_path, AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="postgresql+psycopg2://h/db")
+    assert "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS" not in env
+    assert "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC" not in env
