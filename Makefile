@@ -93,10 +93,8 @@ $(DOCS_VENV)/.synced: requirements-docs.txt | $(UV) $(DOCS_PY)
 ## TEST_WORKERS processes (pytest-xdist). Each file stays on one worker (--dist loadfile),
 ## so a module's fixture (the stack of the UI test, a file's Airflow runs) is built once;
 ## TEST_WORKERS=0 runs everything in-process. A failing fast lane stops before the rest.
-## Files are handed out costliest first (their `cost` marker, tests/conftest.py), not by
-## test count, so the workers finish together.
 TEST_WORKERS ?= 2
-PYTEST = $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+PYTEST = $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 test: venv venv-airflow lint
 	$(PYTEST) --durations=10 tests/unit
 	$(PYTEST) --durations=30 tests/integration

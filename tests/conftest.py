@@ -176,16 +176,3 @@ def register_dag(airflow_home):
 
 def pytest_unconfigure(config):
     shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
-
-
-def pytest_collection_modifyitems(config, items):
-    """The costliest test files first, by their module's `cost` marker (seconds of a CI
-    run): xdist's `--dist loadfile` hands files out in this order (with
-    `--no-loadscope-reorder`; its default orders them by test count, which put the
-    one-test 10-minute files last, so one worker ran them while the other had nothing
-    left). Unmarked files keep their collection order after the marked ones."""
-    def cost(item) -> float:
-        mark = item.get_closest_marker("cost")
-        return float(mark.args[0]) if mark else 0.0
-
-    items.sort(key=lambda item: -cost(item))   # stable: a file's tests stay together

@@ -48,7 +48,7 @@ from components.text.load import LoadTextSpec, run as load_text
 from retrain.orchestration.stack import Stack, StackSpec
 from ui_browser import Page, answer_required_action, log_in, need_browser, open_retrain_tab
 
-pytestmark = [pytest.mark.integration, pytest.mark.airflow_server, pytest.mark.cost(1250)]
+pytestmark = [pytest.mark.integration, pytest.mark.airflow_server]
 
 REPO = Path(__file__).resolve().parents[2]
 DAG_ID = "ctr_daily_retrain"

@@ -25,7 +25,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.cost(255)]
+pytestmark = pytest.mark.integration
 
 SPAN = "2026-11-03"             # as in conftest.py
 EVAL_PERCENT = 25

@@ -22,7 +22,7 @@ from retrain.orchestration.lineage_query import chain, render
 
 from dag_helpers import environ, load_dag, task_states, walk
 
-pytestmark = [pytest.mark.integration, pytest.mark.cost(450)]
+pytestmark = pytest.mark.integration
 
 UTC = dt.timezone.utc
 TASKS = {"resolve_span", "wait_for_span", "validate", "preprocess", "train",

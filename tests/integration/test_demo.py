@@ -13,7 +13,7 @@ import pytest
 
 from retrain.common.registry import Registry
 
-pytestmark = [pytest.mark.integration, pytest.mark.cost(375)]
+pytestmark = pytest.mark.integration
 
 RETRAIN = str(Path(sys.executable).with_name("retrain"))
 

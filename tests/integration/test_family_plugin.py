@@ -25,8 +25,6 @@ from retrain.common.run_context import Built, RunContext
 
 from dag_helpers import environ, task_states, walk
 
-pytestmark = [pytest.mark.integration, pytest.mark.cost(200)]
-
 UTC = dt.timezone.utc
 HERE = Path(__file__).resolve().parent    # holds the minifamily package
 

@@ -40,7 +40,7 @@ from components.text import task_config as text_config
 from ui_browser import (Page, answer_required_action, log_in, need_browser, open_retrain_tab,
                         open_trigger_form)
 
-pytestmark = [pytest.mark.integration, pytest.mark.cost(690)]
+pytestmark = pytest.mark.integration
 
 CTR, TEXT, RECS = "ctr_daily_retrain", "text_daily_finetune", "ctr_daily_recommendations"
 RETRAIN = str(Path(sys.executable).with_name("retrain"))

@@ -20,7 +20,7 @@ from retrain.orchestration import lineage
 
 from dag_helpers import environ, load_dag, task_states
 
-pytestmark = [pytest.mark.integration, pytest.mark.cost(170)]
+pytestmark = pytest.mark.integration
 
 UTC = dt.timezone.utc
 K = 3

@@ -30,7 +30,7 @@ from retrain.orchestration.lineage_query import chain
 
 from dag_helpers import environ, load_dag, task_states, walk
 
-pytestmark = [pytest.mark.integration, pytest.mark.cost(440)]
+pytestmark = pytest.mark.integration
 
 UTC = dt.timezone.utc
 DOWNSTREAM = ("preprocess", "finetune", "evaluate", "push")

@@ -19,7 +19,7 @@ from retrain.orchestration.lineage_query import chain
 
 from dag_helpers import environ, load_dag, task_states, walk
 
-pytestmark = [pytest.mark.integration, pytest.mark.cost(125)]
+pytestmark = pytest.mark.integration
 
 UTC = dt.timezone.utc
 CONFIG = fc.PACKAGED_DIR / "example_user_logs.yaml"
