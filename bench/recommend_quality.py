@@ -68,18 +68,24 @@ def partitions(raw: Path, negatives: int = 0) -> list[str]:
                   if (p / "_SUCCESS").is_file())
 
 
+def days_without_ratings(raw: Path, span: str, window_days: int) -> list[str]:
+    """The window's days with no partition. MovieLens has days without a rating
+    (1997-12-11, 1997-12-16); the training window leaves them out, as the DAG leaves out a
+    day its validation quarantined."""
+    from retrain.common.spans import window
+
+    delivered = {p.name.removeprefix("dt=") for p in raw.iterdir()
+                 if (p / "_SUCCESS").is_file()}
+    return [d.isoformat() for d in window(dt.date.fromisoformat(span), window_days)
+            if d.isoformat() not in delivered]
+
+
 def train(work: Path, raw: Path, span: str, window_days: int, config: Path = CONFIG,
           options: dict | None = None) -> tuple[str, float]:
     from components.ctr.preprocess import PreprocessSpec, run as preprocess
     from components.ctr.ps_train import PsTrainSpec, run as fit
 
-    from retrain.common.spans import window
-
-    # MovieLens has days without a rating (1997-12-11, 1997-12-16): no partition, so they
-    # are left out of the window, as the DAG leaves out a day its validation quarantined.
-    delivered = {p.name.removeprefix("dt=") for p in raw.iterdir() if (p / "_SUCCESS").is_file()}
-    empty = [d.isoformat() for d in window(dt.date.fromisoformat(span), window_days)
-             if d.isoformat() not in delivered]
+    empty = days_without_ratings(raw, span, window_days)
     started = time.perf_counter()
     pre = preprocess(PreprocessSpec(raw_root=str(raw), span=span,
                                     output_dir=str(work / f"pre-{span}"),

@@ -209,3 +209,24 @@ def test_movielens_training_negatives_are_leak_free(tmp_path):
         ratings += len(real)
         assert len({r["rating_id"] for r in rows}) == len(rows)
     assert ratings == 100_000 and negatives > 50_000
+
+
+def test_the_bench_window_leaves_out_days_without_ratings(tmp_path):
+    """A rating log has days nobody rated anything (MovieLens: 1997-12-11): no partition
+    is written for them, and the bench's training window leaves them out instead of
+    failing on a day that never comes."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "recommend_quality.py"
+    spec = importlib.util.spec_from_file_location("bench_recommend_quality", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    for day in ("1997-12-09", "1997-12-10", "1997-12-12"):
+        (tmp_path / f"dt={day}").mkdir()
+        (tmp_path / f"dt={day}" / "_SUCCESS").touch()
+    (tmp_path / "dt=1997-12-13").mkdir()              # unfinished: not delivered either
+    assert bench.days_without_ratings(tmp_path, "1997-12-12", 3) == ["1997-12-11"]
+    assert bench.days_without_ratings(tmp_path, "1997-12-14", 5) == [
+        "1997-12-11", "1997-12-13", "1997-12-14"]
+    assert bench.days_without_ratings(tmp_path, "1997-12-10", 2) == []
