@@ -171,7 +171,7 @@ TEXT = Family(
                 "bundled reviews' full config (components/text/configs/reviews.yaml). "
                 "`make demo`'s slice of the reviews: components/text/configs/"
                 "reviews-demo.yaml (the same tasks, the gate sized to its eval texts; "
-                "about 5 minutes on 2 cores).",
+                "about 10 minutes on 2 cores).",
     stages={
         "validate": _stage("components.text.validate", "TextValidateSpec",
                            "components.text.stages:validate", "validation_report",
