@@ -64,6 +64,11 @@ def partitions(raw: Path, negatives: int = 0) -> list[str]:
     subprocess.run([sys.executable, "movielens_partitions.py", "--src", str(movielens_src()),
                     "--out", str(raw), "--negatives", str(negatives)],
                    cwd=REPO / "bench" / "outside_data", check=True, capture_output=True)
+    return delivered(raw)
+
+
+def delivered(raw: Path) -> list[str]:
+    """The days under `raw` with a complete partition (`_SUCCESS`), oldest first."""
     return sorted(p.name.removeprefix("dt=") for p in raw.iterdir()
                   if (p / "_SUCCESS").is_file())
 
@@ -74,10 +79,9 @@ def days_without_ratings(raw: Path, span: str, window_days: int) -> list[str]:
     day its validation quarantined."""
     from retrain.common.spans import window
 
-    delivered = {p.name.removeprefix("dt=") for p in raw.iterdir()
-                 if (p / "_SUCCESS").is_file()}
+    days = set(delivered(raw))
     return [d.isoformat() for d in window(dt.date.fromisoformat(span), window_days)
-            if d.isoformat() not in delivered]
+            if d.isoformat() not in days]
 
 
 def train(work: Path, raw: Path, span: str, window_days: int, config: Path = CONFIG,
