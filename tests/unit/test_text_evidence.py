@@ -228,7 +228,7 @@ def test_the_classical_baseline_fits_on_all_training_texts(tmp_path):
     texts; only classical_max_train_examples caps it."""
     import tensorflow as tf
 
-    from beam_jobs.preprocess_text import to_example
+    from beam_jobs.preprocess_text import to_examples
     from retrain.common.atomic import write_json
     from components.text.evaluate import classical_baseline, read_eval_rows
     from components.text.formats import EVAL_DIR, TRAIN_DIR
@@ -244,8 +244,8 @@ def test_the_classical_baseline_fits_on_all_training_texts(tmp_path):
             for i in range(n):
                 c = i % 3
                 text = " ".join([*rng.choice(words[c], 2), *rng.choice(["a", "the", "it"], 3)])
-                w.write(to_example({"example_id": f"{split}{i}", "text": text,
-                                    "span": "2026-11-01", "topic": c}, ("topic",)))
+                w.write(to_examples([{"example_id": f"{split}{i}", "text": text,
+                                      "span": "2026-11-01", "topic": c}], ("topic",))[0])
 
     write(TRAIN_DIR, 60)
     write(EVAL_DIR, 30)

@@ -86,3 +86,53 @@ def test_split_is_a_stable_function_of_the_text():
         out = p | beam.Create(recs) | P.DedupAndSplit(eval_percent=20)
         pairs = out["records"] | beam.Map(lambda r: (r["text"], r["split"]))
         assert_that(pairs, equal_to([(t, P.split_of(P.near_key(t), 20)) for t in texts[:50]]))
+
+
+def test_class_counts_merge_partial_counts_of_every_worker():
+    labels = {"sentiment": ["negative", "neutral", "positive"], "topic": ["Tops", "Dresses"]}
+    recs = [_rec(0, "a", sentiment=2, topic=0), _rec(1, "b", sentiment=T.UNLABELLED, topic=1),
+            _rec(2, "c", sentiment=0, topic=1), _rec(3, "d", sentiment=2, topic=T.UNLABELLED)]
+    want = {"rows": 4, "class_counts": {"sentiment": [1, 0, 2], "topic": [1, 2]},
+            "unlabelled": {"sentiment": 1, "topic": 1}}
+    fn = P.ClassCounts(labels)
+    halves = [fn.create_accumulator(), fn.create_accumulator()]
+    for i, r in enumerate(recs):      # two workers' bundles, merged as the runner merges them
+        halves[i % 2] = fn.add_input(halves[i % 2], r)
+    assert fn.extract_output(fn.merge_accumulators(halves)) == want
+    with TestPipeline() as p:
+        out = p | beam.Create(recs) | beam.CombineGlobally(P.ClassCounts(labels))
+        assert_that(out, equal_to([want]))
+
+
+def test_examples_are_the_records_as_tf_examples():
+    import tensorflow as tf
+    recs = [_rec(0, "Läuft gut", topic=1), _rec(1, "fine", sentiment=T.UNLABELLED)]
+    examples = [tf.train.Example.FromString(b)
+                for b in P.to_examples(recs, ("sentiment", "topic"))]
+    got = [{k: list(f.bytes_list.value or f.int64_list.value)
+            for k, f in ex.features.feature.items()} for ex in examples]
+    assert got == [{"example_id": [b"id-0"], "text": ["Läuft gut".encode()],
+                    "span": [b"2026-11-02"], "sentiment": [2], "topic": [1]},
+                   {"example_id": [b"id-1"], "text": [b"fine"], "span": [b"2026-11-02"],
+                    "sentiment": [T.UNLABELLED], "topic": [0]}]
+
+
+def test_the_job_process_never_imports_tensorflow(tmp_path):
+    """As a task runs it (a fresh process): the job writes its tf.Examples without
+    TensorFlow, whose import cost every job and worker process about 4 s of CPU."""
+    import subprocess
+    import sys
+
+    from components.text.load import LoadTextSpec, run as load_text
+    load_text(LoadTextSpec(out_root=str(tmp_path), start="2026-11-01", days=1,
+                           max_rows_per_day=60))
+    code = ("import sys\n"
+            "from components.text.preprocess import TextPreprocessSpec, run\n"
+            f"s = run(TextPreprocessSpec(raw_root={str(tmp_path / 'raw' / 'text')!r}, "
+            f"span='2026-11-01', output_dir={str(tmp_path / 'out')!r}, window_days=1))\n"
+            "print(s['rows_train'] + s['rows_eval'], 'tensorflow' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows, tf_loaded = out.stdout.split()[-2:]
+    assert int(rows) > 0 and tf_loaded == "False"
+    assert list((tmp_path / "out" / "train").glob("*.tfrecord.gz"))

@@ -177,7 +177,7 @@ def test_evaluate_step_writes_the_page_and_survives_a_failing_one(tmp_path, monk
     leaves the evaluation (and eval.json) intact and says why in the result."""
     import tensorflow as tf
 
-    from beam_jobs.preprocess_text import to_example
+    from beam_jobs.preprocess_text import to_examples
     from components.text import evaluate as E
     from components.text import model as M
     from components.text.formats import EVAL_DIR, SUMMARY_FILE, TRAIN_DIR
@@ -192,9 +192,9 @@ def test_evaluate_step_writes_the_page_and_survives_a_failing_one(tmp_path, monk
             for i in range(n):
                 c = i % 3
                 text = " ".join(rng.choice(words[c], 1 + i % 7))
-                w.write(to_example({"example_id": f"{split}{i}", "text": text,
-                                    "span": DAYS[i % 3], "topic": c, "mood": i % 2},
-                                   ("mood", "topic")))
+                w.write(to_examples([{"example_id": f"{split}{i}", "text": text,
+                                      "span": DAYS[i % 3], "topic": c, "mood": i % 2}],
+                                    ("mood", "topic"))[0])
     write_json(tmp_path / T.CONFIG_FILE, T.resolved(cfg))
     write_json(tmp_path / SUMMARY_FILE, {"span": DAYS[-1], "window": DAYS})
 
