@@ -23,6 +23,7 @@ import logging
 import sys
 from pathlib import Path
 
+from retrain.common import tf_keras_env
 from retrain.common.step import main
 
 log = logging.getLogger(__name__)
@@ -326,4 +327,5 @@ def _write_report(report: dict, out_dir: Path, spec: EvaluateSpec):
 
 
 if __name__ == "__main__":
+    tf_keras_env.use_keras2()   # loads a SavedModel only: TensorFlow skips Keras 3
     sys.exit(main(EvaluateSpec, run))

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from components.ctr.recommend_layout import INPUTS_DIR, ITEMS_FILE, USERS_DIR
+from retrain.common import tf_keras_env
 from retrain.common.step import main
 
 log = logging.getLogger("retrain.recommend")
@@ -197,4 +198,5 @@ def run(spec: RecommendSpec) -> dict:
 
 
 if __name__ == "__main__":
+    tf_keras_env.use_keras2()   # loads a SavedModel only: TensorFlow skips Keras 3
     sys.exit(main(RecommendSpec, run))   # a failed step exits 1: the launcher reads its error

@@ -83,6 +83,8 @@ def add_cli(subparsers) -> None:
 def _cmd(args) -> int:
     from pathlib import Path
 
+    from retrain.common import tf_keras_env
+    tf_keras_env.use_keras2()   # scores a SavedModel only: TensorFlow skips Keras 3
     from components.ctr.recommend import RecommendSpec, run
     from components.ctr.recommend_roles import RecommendSettingError
     from retrain.common.errors import BadData

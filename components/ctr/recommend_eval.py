@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from components.ctr.recommend import SUMMARY_FILE
 from components.ctr.recommend_layout import INPUTS_DIR, ITEMS_FILE, USERS_DIR
+from retrain.common import tf_keras_env
 from retrain.common.step import main
 
 if TYPE_CHECKING:
@@ -133,4 +134,5 @@ def evaluate(spec: EvaluateSpec) -> dict:
 
 
 if __name__ == "__main__":
+    tf_keras_env.use_keras2()   # loads a SavedModel only: TensorFlow skips Keras 3
     sys.exit(main(EvaluateSpec, evaluate))   # a failed step exits 1: the launcher reads its error

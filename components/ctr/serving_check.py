@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from retrain.common import tf_keras_env
 from retrain.common.step import main
 
 log = logging.getLogger(__name__)
@@ -212,4 +213,5 @@ def run(spec: ServingCheckSpec) -> dict:
 
 
 if __name__ == "__main__":
+    tf_keras_env.use_keras2()   # loads a SavedModel only: TensorFlow skips Keras 3
     sys.exit(main(ServingCheckSpec, run))

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from retrain.common import tf_keras_env
 from retrain.common.step import main
 
 log = logging.getLogger(__name__)
@@ -100,4 +101,5 @@ def run(spec: TextServingCheckSpec) -> dict:
 
 
 if __name__ == "__main__":
+    tf_keras_env.use_keras2()   # plain TensorFlow serves the SavedModel: it skips Keras 3
     sys.exit(main(TextServingCheckSpec, run))
