@@ -53,7 +53,8 @@ def train(ctx: RunContext, params: dict, upstream: dict) -> Built:
                   "epochs": params["epochs"], "batch_size": params["batch_size"],
                   "max_seq_length": params.get("max_seq_length"),
                   "max_train_examples": params.get("max_train_examples"),
-                  "strategy": params["strategy"], **_dev_slices(params, upstream)},
+                  "strategy": params["strategy"], "precision": params["precision"],
+                  **_dev_slices(params, upstream)},
                  reads_published=warm is not None)
 
 

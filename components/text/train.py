@@ -54,6 +54,9 @@ class FinetuneSpec:
     calibrate_tasks: tuple[str, ...] | None = None   # default: every task
     min_calibration_rows: int = 50         # fewer labelled dev rows: that task keeps 0s
     strategy: str = "default"              # default | mirrored | multi_worker_mirrored
+    # Compute dtype of the fine-tune (components.text.model.compute_policy): auto |
+    # float32 | mixed_bfloat16. The exported model computes in float32 either way.
+    precision: str = "auto"
     seed: int = 7
 
 
@@ -70,6 +73,9 @@ def run(spec: FinetuneSpec) -> dict:
                              f"got {getattr(spec, name)}")
     if not spec.learning_rate > 0:
         raise ValueError(f"learning_rate must be > 0, got {spec.learning_rate}")
+    if spec.precision not in ("auto", "float32", "mixed_bfloat16"):
+        raise ValueError(f"precision must be auto, float32 or mixed_bfloat16, "
+                         f"got {spec.precision!r}")
     check_replaceable(spec.out_dir)      # before the fine-tune, not at the export
     pre = Path(spec.preprocess_dir)
     summary = read_json(pre / SUMMARY_FILE)
@@ -101,12 +107,19 @@ def run(spec: FinetuneSpec) -> dict:
     strategy = M.make_strategy(spec.strategy)
     encoder = M.Encoder(checkpoint, spec.max_seq_length)
     warm = _warm_start_source(spec, tasks)
-    with strategy.scope():
-        model = M.build_model(checkpoint, tasks, load_weights=warm is None)
-        if warm is not None:
-            model.load_weights(str(Path(warm) / M.WEIGHTS_FILE))
-            log.info("warm start from the published model %s", warm)
-        compile_model(model, tasks, lr)
+    policy = M.compute_policy(spec.precision)
+    log.info("fine-tuning computes in %s (precision %s)", policy, spec.precision)
+    previous_policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        with strategy.scope():
+            model = M.build_model(checkpoint, tasks, load_weights=warm is None)
+            if warm is not None:
+                model.load_weights(str(Path(warm) / M.WEIGHTS_FILE))
+                log.info("warm start from the published model %s", warm)
+            compile_model(model, tasks, lr)
+    finally:
+        keras.config.set_dtype_policy(previous_policy)   # the process's other models
     t_build = time.perf_counter()
 
     weights = C.class_weights_for(summary["class_counts"][TRAIN_DIR], spec.class_weighting)
@@ -145,6 +158,7 @@ def run(spec: FinetuneSpec) -> dict:
     best_epoch = int(min(range(len(val_losses)), key=val_losses.__getitem__))
     after_loss = float(val_losses[best_epoch])
     epochs_run = len(val_losses)
+    model = M.as_float32(model, checkpoint, tasks)   # calibrated, exported, evaluated
     calibration = _calibrate(spec, model, encoder, tasks) if spec.calibrate else None
     offsets = {t: c["offsets"] for t, c in (calibration or {}).get("tasks", {}).items()}
 
@@ -170,6 +184,7 @@ def run(spec: FinetuneSpec) -> dict:
         "warm_start_from": str(warm) if warm else None,
         "checkpoint": meta["checkpoint"], "strategy": spec.strategy,
         "padding": spec.padding, "max_seq_length": spec.max_seq_length,
+        "precision": spec.precision, "compute_dtype_policy": policy,
         "lr_schedule": spec.lr_schedule, "learning_rate": spec.learning_rate,
         "examples_per_second": round(examples_seen / max(fit_seconds, 1e-9), 2),
         "seconds": {"build": round(t_build - t0, 1), "fit": round(fit_seconds, 1),

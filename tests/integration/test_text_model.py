@@ -226,3 +226,32 @@ def test_the_compiled_model_traces_its_train_and_test_steps_once(slice_records, 
         model.evaluate(data, verbose=0)
     model.fit(data, epochs=1, verbose=0)
     assert traces == {"train": 1, "test": int(evaluate_first)}
+
+
+def test_a_bfloat16_fine_tune_is_exported_as_a_float32_model_with_its_weights(slice_records):
+    """precision mixed_bfloat16 (auto on a CPU with AMX): the model trains in bfloat16, and
+    what is calibrated, exported and evaluated is the same weights computing in float32."""
+    import keras
+
+    from components.text import config as C
+    from components.text import model as M
+    from components.text.config import default_checkpoint_dir
+
+    tasks = {t: list(v) for t, v in C.TASKS.items()}
+    ckpt = default_checkpoint_dir()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        mixed = M.build_model(ckpt, tasks)
+    finally:
+        keras.config.set_dtype_policy("float32")
+    assert mixed.get_layer("mean_pool").compute_dtype == "float32"   # pooled in float32
+    twin = M.as_float32(mixed, ckpt, tasks)
+    assert keras.config.dtype_policy().name == "float32"             # nothing leaks
+    assert mixed.dtype_policy.name == "mixed_bfloat16" and twin.dtype_policy.name == "float32"
+    assert all(np.array_equal(a, b) for a, b in zip(mixed.get_weights(), twin.get_weights()))
+    assert M.as_float32(twin, ckpt, tasks) is twin
+    encoder = M.Encoder(ckpt, MAX_LEN)
+    p_mixed = M.predict_proba(mixed, encoder, TEXTS)
+    p_twin = M.predict_proba(twin, encoder, TEXTS)
+    for t in tasks:
+        assert np.allclose(p_mixed[t], p_twin[t], atol=0.05), t     # bfloat16 rounding only

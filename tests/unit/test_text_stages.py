@@ -6,7 +6,7 @@ from retrain.common.run_context import RunContext
 
 CTX = RunContext.create("text", "2026-12-01", "/h", "r", raw_root="/raw")
 PARAMS = {"dev_examples": 200, "epochs": 1, "batch_size": 16, "warm_start": False,
-          "strategy": "default", "max_eval_examples": None, "max_train_examples": None,
+          "strategy": "default", "precision": "auto", "max_eval_examples": None, "max_train_examples": None,
           "min_auc": None, "beat_classical_baseline": None, "force_bless_reason": None}
 
 
