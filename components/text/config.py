@@ -37,6 +37,8 @@ POSITIVE_MIN_RATING = 4
 
 # Fine-tuning defaults (CPU-friendly; see README "Text DAG").
 MAX_SEQ_LENGTH = 128
+# Compute dtypes a fine-tune may use (components.text.model.compute_policy).
+PRECISIONS = ("auto", "float32", "mixed_bfloat16")
 BUCKET_BOUNDARIES = (16, 32, 48, 64, 96)   # token lengths (incl. [CLS]/[SEP]) of batch buckets
 UNLABELLED = -1                            # label index of a missing label (weight 0)
 

@@ -201,9 +201,6 @@ def make_strategy(name: str = "default") -> tf.distribute.Strategy:
     raise ValueError(f"strategy must be default, mirrored or multi_worker_mirrored, got {name!r}")
 
 
-PRECISIONS = ("auto", "float32", "mixed_bfloat16")
-
-
 def compute_policy(precision: str = "auto", cpuinfo: str = "/proc/cpuinfo") -> str:
     """The Keras dtype policy of the fine-tune. auto: mixed_bfloat16 on a CPU with AMX
     (bfloat16 matrix tiles: 1.44x the training examples/s of float32 here, macro-F1 no
@@ -211,8 +208,9 @@ def compute_policy(precision: str = "auto", cpuinfo: str = "/proc/cpuinfo") -> s
     CPU without AMX is not measured here). Variables stay float32 either way, and the
     export computes in float32 (`as_float32`), so serving never depends on the trainer's
     CPU."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision not in C.PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(C.PRECISIONS)}, "
+                         f"got {precision!r}")
     if precision != "auto":
         return precision
     try:

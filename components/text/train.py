@@ -73,8 +73,8 @@ def run(spec: FinetuneSpec) -> dict:
                              f"got {getattr(spec, name)}")
     if not spec.learning_rate > 0:
         raise ValueError(f"learning_rate must be > 0, got {spec.learning_rate}")
-    if spec.precision not in ("auto", "float32", "mixed_bfloat16"):
-        raise ValueError(f"precision must be auto, float32 or mixed_bfloat16, "
+    if spec.precision not in C.PRECISIONS:   # before any file is read or TF imported
+        raise ValueError(f"precision must be one of {', '.join(C.PRECISIONS)}, "
                          f"got {spec.precision!r}")
     check_replaceable(spec.out_dir)      # before the fine-tune, not at the export
     pre = Path(spec.preprocess_dir)
