@@ -22,7 +22,6 @@ import datetime as dt
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,14 +33,13 @@ RESULTS = REPO / "bench" / "results"
 DEMO_CONFIG = REPO / "components" / "text" / "configs" / "reviews-demo.yaml"
 
 
-def step(module: str, spec: dict, work: Path, name: str) -> dict:
-    """Run a step's entry point in a fresh process, as a task does; its result."""
-    result = work / f"{name}.result.json"
+def step(module: str, spec: dict) -> dict:
+    """Run a step's entry point in a fresh process as a task does (the launcher the DAG
+    tasks use); its result and wall seconds."""
+    from retrain.orchestration.launch import run_step
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", module, "--spec", json.dumps(spec),
-                    "--result-file", str(result)], check=True, cwd=REPO,
-                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    return {**json.loads(result.read_text()), "step_seconds": round(time.perf_counter() - started, 1)}
+    result = run_step(module, spec)
+    return {**result, "step_seconds": round(time.perf_counter() - started, 1)}
 
 
 def main(argv=None) -> dict:
@@ -71,13 +69,13 @@ def main(argv=None) -> dict:
             "preprocess_dir": pre["output_dir"], "out_dir": str(work / precision / "model"),
             "epochs": args.epochs, "batch_size": 16, "max_train_examples": args.train_examples,
             "max_eval_examples": args.dev, "calibration_examples": args.dev,
-            "precision": precision}, work, precision)
+            "precision": precision})
     evaluation = step("components.text.evaluate", {
         "preprocess_dir": pre["output_dir"],
         "candidate_model_dir": trained["mixed_bfloat16"]["model_dir"],
         "baseline_model_dir": trained["float32"]["model_dir"],
         "out_dir": str(work / "evaluation"), "eval_offset": 2 * args.dev,
-        "max_train_examples": args.train_examples, "min_eval_positives": 0}, work, "evaluate")
+        "max_train_examples": args.train_examples, "min_eval_positives": 0})
     report = json.loads((work / "evaluation" / "eval.json").read_text())
     tasks = list(report["labels"])
     out = {
