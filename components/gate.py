@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 REQUIRED_METRICS = ("auc", "log_loss")
@@ -42,7 +43,10 @@ class Thresholds:
     # noisy to judge and are listed as not guarded). None turns the slice guards off.
     # Looser than max_auc_drop because a slice's AUC is noisier: between two equally good
     # models on the same rows, slice AUC deltas had a standard deviation of about 0.01
-    # at 4,000 rows / 170 clicks and 0.015-0.025 at 1,200-2,000 rows / 30-50 clicks.
+    # at 4,000 rows / 170 clicks and 0.015-0.025 at 1,200-2,000 rows / 30-50 clicks, so
+    # a point rule at 0.03 rejected fresher models by chance. With regression_test
+    # "interval" a binary slice (one with clicks counted) is judged on the interval of
+    # its difference, as the overall rules are (`slice_delta_interval`).
     max_slice_auc_drop: float | None = 0.03
     min_slice_rows: int = 2000
     min_slice_positives: int = 50
@@ -318,8 +322,7 @@ def _auc_log_loss_rules(candidate, baseline, thresholds: Thresholds, add, reason
         else:
             _interval_regression_rules(paired, base_auc, base_ll, thresholds, add, reasons)
         if thresholds.max_slice_auc_drop is not None:
-            _slice_rules(candidate.get("slices"), baseline.get("slices"), thresholds, add,
-                         reasons)
+            _slice_rules(candidate, baseline, thresholds, add, reasons)
 
 
 def _eval_rows(metrics: dict[str, Any]) -> int | None:
@@ -407,8 +410,9 @@ def _interval_regression_rules(paired: dict[str, Any], base_auc, base_ll,
             delta_low=ll_d["low"], delta_high=ll_d["high"])
 
 
-def _slice_rules(candidate: Any, baseline: Any, thresholds: Thresholds, add,
-                 reasons: list[str]) -> None:
+def _slice_rules(candidate_metrics: dict[str, Any], baseline_metrics: dict[str, Any],
+                 thresholds: Thresholds, add, reasons: list[str]) -> None:
+    candidate, baseline = candidate_metrics.get("slices"), baseline_metrics.get("slices")
     if candidate is None and baseline is None:
         return  # the caller computed no slices: nothing to guard, nothing to say
     if not isinstance(candidate, dict) or not isinstance(baseline, dict):
@@ -417,6 +421,7 @@ def _slice_rules(candidate: Any, baseline: Any, thresholds: Thresholds, add,
         return
     drop, min_rows = thresholds.max_slice_auc_drop, thresholds.min_slice_rows
     min_pos = thresholds.min_slice_positives
+    correlation = _paired_correlation(candidate_metrics, baseline_metrics)
     unguarded: list[str] = []
     for slice_name, values in candidate.items():
         base_values = baseline.get(slice_name)
@@ -440,12 +445,81 @@ def _slice_rules(candidate: Any, baseline: Any, thresholds: Thresholds, add,
                 continue
             cand_auc, base_auc = float(cand_auc), float(base_auc)
             floor = base_auc - drop
-            add(f"max_slice_auc_drop[{label}]", cand_auc >= floor - _EPS, cand_auc, floor,
-                f"slice {label} ({rows} rows): auc {cand_auc:.4f} >= baseline "
-                f"{base_auc:.4f} - max_slice_auc_drop {drop:.4f} (= {floor:.4f})",
-                baseline=base_auc, slice=slice_name, value=value, rows=rows)
+            name = f"max_slice_auc_drop[{label}]"
+            where = dict(baseline=base_auc, slice=slice_name, value=value, rows=rows)
+            interval = None if thresholds.regression_test != "interval" else \
+                slice_delta_interval(cm, bm, correlation)
+            if interval is None:
+                add(name, cand_auc >= floor - _EPS, cand_auc, floor,
+                    f"slice {label} ({rows} rows): auc {cand_auc:.4f} >= baseline "
+                    f"{base_auc:.4f} - max_slice_auc_drop {drop:.4f} (= {floor:.4f})",
+                    test="point", **where)
+                continue
+            low, high = interval     # as the overall paired rules: the difference
+            add(name, high >= -drop - _EPS, cand_auc - base_auc, -drop,
+                f"slice {label} ({rows} rows, {positives} positives): auc {cand_auc:.4f} vs "
+                f"baseline {base_auc:.4f}, difference {cand_auc - base_auc:+.4f}, "
+                f"{SLICE_LEVEL:.0%} interval [{low:+.4f}, {high:+.4f}]: worse than "
+                f"-max_slice_auc_drop {drop:.4f} with {SLICE_LEVEL:.0%} confidence only if "
+                f"the whole interval is below it",
+                test="slice_interval", level=SLICE_LEVEL, delta=cand_auc - base_auc,
+                delta_low=low, delta_high=high, **where)
     if unguarded:
         reasons.append(f"slices not guarded: {', '.join(unguarded)}")
+
+
+# The slice intervals' confidence, as the overall rules' paired bootstrap (0.95).
+SLICE_LEVEL = 0.95
+
+
+def auc_standard_error(auc: float, positives: int, negatives: int) -> float | None:
+    """Hanley & McNeil (1982): the standard error of an AUC from its class counts alone
+    (what a slice's histogram-based metrics carry), None without both classes."""
+    if positives < 1 or negatives < 1 or not 0.0 <= auc <= 1.0:
+        return None
+    q1, q2 = auc / (2.0 - auc), 2.0 * auc * auc / (1.0 + auc)
+    var = (auc * (1.0 - auc) + (positives - 1) * (q1 - auc * auc)
+           + (negatives - 1) * (q2 - auc * auc)) / (positives * negatives)
+    return math.sqrt(max(var, 0.0))
+
+
+def _paired_correlation(candidate: dict[str, Any], baseline: dict[str, Any]) -> float:
+    """How much the two models' AUC errors move together on the same rows, from the
+    overall paired bootstrap: var(delta) = var(c) + var(b) - 2 rho sd(c) sd(b). 0 (the
+    unpaired, wider interval) when either side has no bootstrap spread to read."""
+    def std(metrics: dict[str, Any], key: str) -> float | None:
+        value = ((metrics.get("ci") or {}).get(key) or {}).get("std")
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) \
+            and math.isfinite(value)
+        return float(value) if ok else None
+    sc, sb, sd = std(candidate, "auc"), std(baseline, "auc"), std(candidate, "auc_delta")
+    if not sc or not sb or sd is None:
+        return 0.0
+    return min(1.0, max(0.0, (sc * sc + sb * sb - sd * sd) / (2.0 * sc * sb)))
+
+
+def slice_delta_interval(candidate: dict[str, Any], baseline: dict[str, Any],
+                         correlation: float = 0.0) -> tuple[float, float] | None:
+    """The SLICE_LEVEL interval of one slice's AUC difference (candidate - baseline, same
+    rows), or None when the slice carries no class counts (a multi-class task's slice).
+
+    A per-slice paired bootstrap would need replicate histograms per slice value and
+    model in every worker's accumulator; instead each side's standard error comes from
+    its AUC and class counts (Hanley-McNeil) and the pairing from the overall bootstrap's
+    correlation of the two models' errors (`_paired_correlation`; 0 = unpaired, wider).
+    `tests/unit/test_gate_noise.py` checks its width against a real paired bootstrap of
+    a slice's rows."""
+    n, positives = candidate.get("n"), candidate.get("positives")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (n, positives)):
+        return None
+    c, b = float(candidate["auc"]), float(baseline["auc"])
+    se_c = auc_standard_error(c, positives, n - positives)
+    se_b = auc_standard_error(b, positives, n - positives)
+    if se_c is None or se_b is None:
+        return None
+    var = se_c * se_c + se_b * se_b - 2.0 * correlation * se_c * se_b
+    half = NormalDist().inv_cdf(0.5 + SLICE_LEVEL / 2.0) * math.sqrt(max(var, 0.0))
+    return c - b - half, c - b + half
 
 
 def _metric(metrics: dict[str, Any], key: str, which: str) -> float:
