@@ -199,6 +199,7 @@ def headline_rules(candidate: dict[str, Any], baseline: dict[str, Any] | None,
             bound = base + sign * lim.max_regression
             rules.append({"name": f"max_{lim.metric}_regression", "passed": ok(value, bound),
                           "observed": value, "limit": bound, "baseline": base,
+                          "test": "point", "delta": value - base,
                           "line": f"{lim.metric} {value:.4f} {better} baseline {base:.4f} "
                                   f"{'-' if sign < 0 else '+'} {lim.max_regression:.4f} "
                                   f"(= {bound:.4f})"})
@@ -358,13 +359,13 @@ def _point_regression_rules(auc, log_loss, base_auc, base_ll, thresholds: Thresh
     add("max_auc_drop", auc >= auc_floor - _EPS, auc, auc_floor,
         f"auc {auc:.4f} >= baseline auc {base_auc:.4f} - max_auc_drop "
         f"{thresholds.max_auc_drop:.4f} (= {auc_floor:.4f})",
-        baseline=base_auc, test="point")
+        baseline=base_auc, test="point", delta=auc - base_auc)
     ll_ceiling = base_ll + thresholds.max_log_loss_increase
     add("max_log_loss_increase", log_loss <= ll_ceiling + _EPS, log_loss, ll_ceiling,
         f"log_loss {log_loss:.4f} <= baseline log_loss {base_ll:.4f} + "
         f"max_log_loss_increase {thresholds.max_log_loss_increase:.4f} "
         f"(= {ll_ceiling:.4f})",
-        baseline=base_ll, test="point")
+        baseline=base_ll, test="point", delta=log_loss - base_ll)
 
 
 def _interval_regression_rules(paired: dict[str, Any], base_auc, base_ll,
@@ -453,7 +454,7 @@ def _slice_rules(candidate_metrics: dict[str, Any], baseline_metrics: dict[str, 
                 add(name, cand_auc >= floor - _EPS, cand_auc, floor,
                     f"slice {label} ({rows} rows): auc {cand_auc:.4f} >= baseline "
                     f"{base_auc:.4f} - max_slice_auc_drop {drop:.4f} (= {floor:.4f})",
-                    test="point", **where)
+                    test="point", delta=cand_auc - base_auc, **where)
                 continue
             low, high = interval     # as the overall paired rules: the difference
             add(name, high >= -drop - _EPS, cand_auc - base_auc, -drop,

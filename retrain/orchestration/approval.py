@@ -50,10 +50,16 @@ def approval_params() -> dict[str, Param]:
 
 def borderline_rules(decision: dict) -> list[str]:
     """Relative rules the candidate passed while worse than the published model: the
-    observed difference lies strictly between 0 and the rule's limit."""
+    difference lies strictly between 0 and the rule's allowance. A rule judged on an
+    interval records the difference as `observed` and the allowance as `limit`; one
+    judged on point estimates (`test: point`) records the values, the baseline and the
+    `delta`, so its allowance is `limit - baseline`."""
     out = []
     for rule in decision.get("rules", []):
         observed, limit = rule.get("observed"), rule.get("limit")
+        if rule.get("test") == "point" and "delta" in rule and _number(limit) \
+                and _number(rule.get("baseline")):
+            observed, limit = rule["delta"], limit - rule["baseline"]
         if (rule.get("passed") and rule.get("baseline") is not None
                 and isinstance(observed, (int, float)) and isinstance(limit, (int, float))
                 and limit != 0 and min(0.0, limit) < observed < max(0.0, limit)):
@@ -182,3 +188,7 @@ class ModelApproval(ApprovalOperator):
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -33,3 +33,44 @@ def test_who_is_asked_depends_on_the_mode_and_the_verdict(tmp_path):
     assert question("always", {**blessed, "blessed": False}) is None   # the gate said no
     eval_json.write_text(json.dumps({"decision": {"rules": [GAIN]}}))
     assert question("borderline", blessed) is None
+
+
+def test_a_slice_that_lost_auc_within_its_allowance_is_borderline():
+    """The gate records a slice's rule as the difference against -max_slice_auc_drop, as
+    the overall rules: a slice worse within the allowance asks a person (borderline mode)."""
+    from components.gate import Thresholds, decide
+
+    def slices(web_auc: float) -> dict:
+        return {"auc": 0.80, "log_loss": 0.3,
+                "slices": {"device": {"web": {"n": 5000, "positives": 400, "auc": web_auc}}}}
+    th = Thresholds(max_slice_auc_drop=0.03, min_slice_rows=1000, min_slice_positives=50)
+    within = decide(slices(0.77), slices(0.79), th).to_dict()
+    assert within["blessed"]
+    assert borderline_rules(within) == ["max_slice_auc_drop[device=web]"]
+    better = decide(slices(0.80), slices(0.79), th).to_dict()
+    assert better["blessed"] and borderline_rules(better) == []
+
+
+def test_rules_judged_on_point_estimates_are_borderline_only_when_worse_within_allowance():
+    """Point rules record values, not differences: a better log loss (0.25 against 0.30)
+    is not borderline however far below its ceiling; an AUC 0.001 below the published one
+    (allowance 0.002) is. The same for a family's headline rules, either direction."""
+    from components.gate import MetricLimit, Thresholds, decide, headline_rules
+
+    point = Thresholds(min_auc=0.5, regression_test="point")
+    base = {"auc": 0.800, "log_loss": 0.30}
+    better = decide({"auc": 0.801, "log_loss": 0.25}, base, point).to_dict()
+    assert better["blessed"] and borderline_rules(better) == []
+    within = decide({"auc": 0.799, "log_loss": 0.25}, base, point).to_dict()
+    assert within["blessed"] and borderline_rules(within) == ["max_auc_drop"]
+
+    limits = [MetricLimit("rmse", "min", max_regression=0.05),
+              MetricLimit("accuracy", "max", max_regression=0.01)]
+    rules = headline_rules({"rmse": 0.98, "accuracy": 0.91}, {"rmse": 1.00, "accuracy": 0.90},
+                           limits)
+    assert borderline_rules({"rules": [{**r, "passed": True} for r in rules]}) == []
+    rules = headline_rules({"rmse": 1.03, "accuracy": 0.895}, {"rmse": 1.00, "accuracy": 0.90},
+                           limits)
+    assert all(r["passed"] for r in rules)
+    assert borderline_rules({"rules": rules}) == ["max_rmse_regression",
+                                                  "max_accuracy_regression"]

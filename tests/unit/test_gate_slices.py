@@ -36,7 +36,8 @@ def test_candidate_worse_on_one_large_slice_is_rejected_with_the_slice_named():
     (web,) = [r for r in d.rules if r["name"] == "max_slice_auc_drop[device=web]"]
     assert web == {"name": "max_slice_auc_drop[device=web]", "passed": False,
                    "observed": 0.72, "limit": pytest.approx(0.73), "baseline": 0.75,
-                   "slice": "device", "value": "web", "rows": 1500, "test": "point"}
+                   "slice": "device", "value": "web", "rows": 1500, "test": "point",
+                   "delta": pytest.approx(-0.03)}
     assert ("slice device=web (1500 rows): auc 0.7200 >= baseline 0.7500 - "
             "max_slice_auc_drop 0.0200 (= 0.7300): fail") in d.reasons
     # The overall rules still pass: the slice guard alone rejected it.
