@@ -215,10 +215,12 @@ def run(spec: EvaluateSpec) -> dict:
     from components.ctr import feature_config, rawdata, slices
     from retrain.common import rawfiles
     from retrain.common.atomic import write_json
+    from retrain.common import evaluated
     from retrain.common.registry import verify_model_dir
 
     if spec.baseline_model_dir:   # the published model: its files as published, or refused
         verify_model_dir(spec.baseline_model_dir)
+    judged = evaluated.judged(spec.candidate_model_dir)   # push publishes only this model
     # The raw inputs each model takes come from the feature config it was trained with.
     cfg = feature_config.for_model_dir(spec.candidate_model_dir)
     split = split_of(cfg, spec.eval_percent)
@@ -307,7 +309,8 @@ def run(spec: EvaluateSpec) -> dict:
             "bayes_optimal": bayes and {k: bayes[k] for k in ("auc", "log_loss")},
             "rows": acc.rows, "span_rows": per_day[0], "split": split,
             "scored_eval_percent": percent, "scores_sample_uri": str(sample),
-            "report_uri": report_uri, "report_error": report_error}
+            "report_uri": report_uri, "report_error": report_error,
+            **evaluated.sealed(spec.candidate_model_dir, judged, out)}
 
 
 def _fmt(x) -> str:

@@ -437,10 +437,12 @@ def run(spec: TextEvaluateSpec) -> dict:
     from components.gate import Thresholds, decide
     from components.text import model as M
     from components.text import task_config as T
+    from retrain.common import evaluated
     from retrain.common.registry import verify_model_dir
 
     if spec.baseline_model_dir:   # the published model: its files as published, or refused
         verify_model_dir(spec.baseline_model_dir)
+    judged = evaluated.judged(spec.candidate_model_dir)   # push publishes only this model
     cfg = T.from_resolved(read_json(Path(spec.preprocess_dir) / T.CONFIG_FILE))
     cfg, evidence_notes = _with_run_overrides(cfg, spec)
     tasks = cfg.task_labels
@@ -539,7 +541,8 @@ def run(spec: TextEvaluateSpec) -> dict:
             "baseline": headline(baseline), "classical_baseline": headline(classical),
             "rows": len(rows["text"]),
             "scores_sample_uri": str(sample), "report_uri": report_uri,
-            "report_error": report_error}
+            "report_error": report_error,
+            **evaluated.sealed(spec.candidate_model_dir, judged, out)}
 
 
 def _window_of(preprocess_dir: str) -> dict:

@@ -67,8 +67,9 @@ from retrain.common.registry_layout import (ANY, ARCHIVED, CANDIDATE,  # noqa: F
                                             RESERVED_KEYS, SAVED_MODEL_FILE, STAGES,
                                             STALE_TMP_SECONDS, STANDARD_KEYS, TMP_PREFIX,
                                             UNCHANGED_OUTCOME, _VERSION_RE, _AnyCurrent,
-                                            ModelTampered, NotFound, RegistryBroken,
-                                            StaleBaseline, _now, default_who)
+                                            ChangedAfterEvaluation, ModelTampered,
+                                            NotFound, RegistryBroken, StaleBaseline, _now,
+                                            default_who)
 
 log = logging.getLogger("retrain.registry")
 
@@ -99,7 +100,8 @@ class Registry(RegistryDoctor):
     def publish(self, model_dir: str | os.PathLike, name: str,
                 metadata: dict | None = None, *, who: str | None = None,
                 why: str | None = None,
-                expect_current: int | None | _AnyCurrent = ANY) -> dict:
+                expect_current: int | None | _AnyCurrent = ANY,
+                expect_model_digest: str | None = None) -> dict:
         """Copy a SavedModel in as a new version and make it the published one.
 
         `metadata` keys: metrics, data_span, run_id, dag_id, code_version, gate (a
@@ -115,14 +117,20 @@ class Registry(RegistryDoctor):
 
         A model identical to the current one is published again as a new version here;
         `publish_if_changed` is the publish that leaves such a registry as it is.
+
+        `expect_model_digest`: the `model_digest` of the model the decision judged (the
+        evaluate step records it). Compared with the files as copied in, before anything
+        is written: other files raise `ChangedAfterEvaluation` and nothing is published.
         """
         return self._publish(model_dir, name, metadata, who=who, why=why,
-                             expect_current=expect_current, skip_unchanged=False)["meta"]
+                             expect_current=expect_current, skip_unchanged=False,
+                             expect_model_digest=expect_model_digest)["meta"]
 
     def publish_if_changed(self, model_dir: str | os.PathLike, name: str,
                            metadata: dict | None = None, *, who: str | None = None,
                            why: str | None = None,
-                           expect_current: int | None | _AnyCurrent = ANY) -> dict:
+                           expect_current: int | None | _AnyCurrent = ANY,
+                           expect_model_digest: str | None = None) -> dict:
         """`publish`, unless the candidate is the model already current: same
         `model_digest` as the version CURRENT names. Returns {"outcome": "published" |
         "unchanged", "version", "model_digest", "meta"}; "unchanged" names the current
@@ -138,11 +146,13 @@ class Registry(RegistryDoctor):
         match their recorded digests is not "the same model": the candidate is
         published."""
         return self._publish(model_dir, name, metadata, who=who, why=why,
-                             expect_current=expect_current, skip_unchanged=True)
+                             expect_current=expect_current, skip_unchanged=True,
+                             expect_model_digest=expect_model_digest)
 
     def _publish(self, model_dir: str | os.PathLike, name: str, metadata: dict | None,
                  *, who: str | None, why: str | None,
-                 expect_current: int | None | _AnyCurrent, skip_unchanged: bool) -> dict:
+                 expect_current: int | None | _AnyCurrent, skip_unchanged: bool,
+                 expect_model_digest: str | None = None) -> dict:
         expect_current = _check_expectation(expect_current)
         src = Path(model_dir)
         if not src.is_dir():
@@ -192,6 +202,9 @@ class Registry(RegistryDoctor):
             # The digests of what was copied: every later read is checked against them.
             content = digests.manifest(tmp, skip=frozenset({META_FILE}))
             digest = _model_digest(content)
+            if expect_model_digest is not None and digest != expect_model_digest:
+                raise ChangedAfterEvaluation("the candidate model", str(src),
+                                             expect_model_digest, digest, model=name)
             with self._lock(mdir):
                 if run_id and self.find_run(name, run_id, dag_id) is not None:
                     return published(self._finish_existing(name, run_id, dag_id, who, why,

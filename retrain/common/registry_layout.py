@@ -54,6 +54,23 @@ class StaleBaseline(BadData):
             f"against the current model (clear the run's evaluate task) for a fresh verdict")
 
 
+
+class ChangedAfterEvaluation(BadData):
+    """What push was handed is not what evaluation judged: the candidate's files or the
+    evaluation's record changed in between (a person, a bug, another run). Nothing is
+    published; not retried: only a fresh evaluation can judge what is there now. The
+    message names the file and the two digests, never its content."""
+
+    def __init__(self, what: str, where: str, evaluated: str, now: str,
+                 model: str | None = None) -> None:
+        self.what, self.where, self.evaluated, self.now = what, where, evaluated, now
+        subject = f"model {model!r}" if model else "the candidate"
+        super().__init__(
+            f"refusing to publish {subject}: {what} {where} changed after evaluation "
+            f"(sha256 {evaluated[:16]}... evaluated, {now[:16]}... now). Nothing was "
+            f"published; evaluate the candidate again (clear the run's evaluate task) for a "
+            f"verdict on what is there now")
+
 def _version_words(version: int | None) -> str:
     return "no published version" if version is None else f"version {version}"
 

@@ -69,13 +69,13 @@ def borderline_rules(decision: dict) -> list[str]:
 
 def question(mode: str, evaluation: dict) -> str | None:
     """Why a person is asked (None: not asked)."""
-    from retrain.common.atomic import read_json
+    from retrain.common import evaluated
 
     if mode == "never" or not evaluation.get("blessed"):
         return None
     if mode == "always":
         return "the run asks for approval of every blessed candidate"
-    rules = borderline_rules(read_json(evaluation["eval_uri"]).get("decision") or {})
+    rules = borderline_rules(evaluated.read_record(evaluation).get("decision") or {})
     if rules:
         return f"borderline: passed {', '.join(rules)} only within the rule's allowance"
     return None
@@ -148,10 +148,10 @@ class ModelApproval(ApprovalOperator):
                      evaluation.get("blessed"))
             return {"asked": False}
         self.response_timeout = dt.timedelta(hours=float(params["approval_timeout_hours"]))
-        from retrain.common.atomic import read_json
+        from retrain.common import evaluated
         from retrain.orchestration import ui_links
 
-        decision = read_json(evaluation["eval_uri"]).get("decision") or {}
+        decision = evaluated.read_record(evaluation).get("decision") or {}
         links = ui_links.run_reports(context["dag_run"].dag_id, ctx["run_id"],
                                      ctx.get("run_dir"), evaluation.get("report_uri"))
         self.body = request_body(self.family_name, ctx["span"], why, evaluation, decision,

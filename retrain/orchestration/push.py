@@ -18,10 +18,11 @@ import logging
 from pathlib import Path
 
 from retrain.orchestration import lineage
-from retrain.common.atomic import read_json, write_json
+from retrain.common.atomic import write_json
 from retrain.orchestration.launch import StepFailed, run_step
 from retrain.common.version import code_version
-from retrain.common.registry import Registry, StaleBaseline
+from retrain.common import evaluated
+from retrain.common.registry import ChangedAfterEvaluation, Registry, StaleBaseline
 
 log = logging.getLogger("retrain.push")
 
@@ -87,9 +88,9 @@ def publish_if_blessed(*, model_name: str, registry_root: str, run_dir: str, dag
                                 "uri": check.get("result_uri")}
     if baseline_version is _FROM_EVALUATION:
         baseline_version = evaluation.get("baseline_version")
-    report = read_json(evaluation["eval_uri"])
     registry = Registry(registry_root)
     try:
+        report = evaluated.read_record(evaluation, model_name)   # the bytes evaluation wrote
         outcome = registry.publish_if_changed(trained["model_dir"], model_name, {
             "metrics": report["candidate"], "baseline_metrics": report["baseline"],
             # How its held-out rows were chosen: a later evaluation against this version
@@ -109,7 +110,12 @@ def publish_if_blessed(*, model_name: str, registry_root: str, run_dir: str, dag
             "headline": list(headline),
             # A copy of the run's lineage, so the chain survives clean-up of old run folders.
             "lineage": lineage.read_records(run_dir), **(extra_metadata or {})},
-            expect_current=baseline_version)
+            expect_current=baseline_version,
+            expect_model_digest=evaluation.get(evaluated.MODEL_DIGEST_KEY))
+    except ChangedAfterEvaluation as e:   # not the model (or record) evaluation judged
+        summary["publish_refused"] = {"reason": str(e), "changed": e.where}
+        write_json(summary_path, summary)
+        raise
     except StaleBaseline as e:   # a rollback (or another publish) since evaluation
         summary["publish_refused"] = {"reason": str(e), "expected": e.expected,
                                       "current": e.current}

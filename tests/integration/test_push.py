@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -153,3 +154,68 @@ def test_push_against_a_baseline_that_is_no_longer_current_is_refused(
     assert summary["unchanged"]["version"] == 1
     assert registry.current_version("ctr") == 1 and registry.check("ctr") == []
     assert sorted(p.name for p in (tmp_path / "registry" / "ctr").iterdir()) == before
+
+
+def test_a_model_or_record_changed_after_evaluation_is_never_published(
+        tmp_path, span_dir, preprocessed, trained):
+    """The attacker of "change data between steps": after evaluation blessed the trained
+    model, its files are replaced by another real model and the serving check's reference
+    scores rewritten to match it (so that check passes). The registry compares the copied
+    files with the digest evaluation recorded: refused, named, nothing published. An
+    eval.json edited after evaluation (its metrics or its gate) is refused the same way."""
+    import shutil
+
+    from test_evaluation import position_logit, save_model
+
+    from components.ctr import rawdata
+    from retrain.common.errors import BAD_DATA, kind_of
+    from retrain.common.registry import ChangedAfterEvaluation
+
+    model = tmp_path / "model"
+    shutil.copytree(trained["model_dir"], model)
+    evaluation = _evaluate(span_dir, str(model), tmp_path / "eval", min_auc=0.0)
+    assert evaluation["blessed"] is True and len(evaluation["candidate_model_digest"]) == 64
+
+    def brighter(f):
+        import tensorflow as tf
+        return tf.sigmoid(position_logit(f) + 1.0)
+    other = save_model(tmp_path / "other", brighter)
+    shutil.rmtree(model)
+    shutil.copytree(other, model)
+    sample_file = tmp_path / "eval" / "scores_sample.json"
+    sample = json.loads(sample_file.read_text())
+    rows = rawdata.read_eval_rows(span_dir, 25).slice(0, len(sample["example_ids"]))
+    sample["scores"] = [float(x) for x in rawdata.predict(str(model),
+                                                          rawdata.to_raw_features(rows))]
+    sample_file.write_text(json.dumps(sample))
+
+    with pytest.raises(ChangedAfterEvaluation) as caught:
+        _push(tmp_path, span_dir, preprocessed, str(model), evaluation)
+    assert kind_of(caught.value) == BAD_DATA   # the task fails without retry
+    message = str(caught.value)
+    assert "the candidate model" in message and str(model) in message
+    assert "changed after evaluation" in message and "model 'ctr'" in message
+    saved = json.loads((tmp_path / "run" / SUMMARY_FILE).read_text())
+    assert saved["serving_check"]["passed"] is True     # the forged reference fooled it
+    assert saved["published"] is None and saved["publish_refused"]["changed"] == str(model)
+    assert _versions_and_leftovers(tmp_path / "registry" / "ctr") == []
+
+    # The evaluated model back, its evaluation record edited: refused before it is copied
+    # into the registry's record of why the model serves.
+    shutil.rmtree(model)
+    shutil.copytree(trained["model_dir"], model)
+    record = Path(evaluation["eval_uri"])
+    report = json.loads(record.read_text())
+    report["candidate"]["auc"] = 0.99
+    record.write_text(json.dumps(report))
+    (tmp_path / "run" / SUMMARY_FILE).unlink()
+    with pytest.raises(ChangedAfterEvaluation, match="the evaluation record"):
+        _push(tmp_path, span_dir, preprocessed, str(model), evaluation)
+    assert _versions_and_leftovers(tmp_path / "registry" / "ctr") == []
+
+
+def _versions_and_leftovers(model_root: Path) -> list[str]:
+    """Version folders and temporary copies under a model's registry folder."""
+    from retrain.common.registry import LOCK_FILE
+    return sorted(p.name for p in model_root.iterdir() if p.name != LOCK_FILE) \
+        if model_root.exists() else []
