@@ -365,9 +365,9 @@ def task_rules(cfg, candidate: dict, baseline: dict | None, classical: dict | No
     g = cfg.gate
     rules = evidence_rules(cfg, candidate)
 
-    def add(name, observed, limit, line):
+    def add(name, observed, limit, line, **extra):
         rules.append({"name": name, "passed": observed >= limit - eps, "observed": observed,
-                      "limit": limit, "line": line})
+                      "limit": limit, "line": line, **extra})
 
     def interval_fields(d: dict) -> dict:
         return {"test": "paired_interval", "level": d.get("level", 0.95),
@@ -391,7 +391,8 @@ def task_rules(cfg, candidate: dict, baseline: dict | None, classical: dict | No
             floor = base - task.max_macro_f1_drop
             add(f"max_macro_f1_drop[{task.name}]", f1, floor,
                 f"{task.name} macro-F1 {f1:.4f} >= published {base:.4f} - max_macro_f1_drop "
-                f"{task.max_macro_f1_drop:.4f} (= {floor:.4f})")
+                f"{task.max_macro_f1_drop:.4f} (= {floor:.4f})",
+                baseline=base, test="point", delta=f1 - base)
         classic = ((classical or {}).get("tasks") or {}).get(task.name, {}).get("macro_f1")
         if classic is not None:
             margin = g.classical_baseline_margin

@@ -74,3 +74,17 @@ def test_rules_judged_on_point_estimates_are_borderline_only_when_worse_within_a
     assert all(r["passed"] for r in rules)
     assert borderline_rules({"rules": rules}) == ["max_rmse_regression",
                                                   "max_accuracy_regression"]
+
+
+def test_a_text_task_whose_macro_f1_fell_within_its_allowance_is_borderline():
+    from components.text import task_config as T
+    from components.text.evaluate import task_rules
+
+    cfg = T.from_dict({"example_id": "id", "text": "t", "tasks": {
+        "queue": {"labels": ["a", "b"], "max_macro_f1_drop": 0.02}}})
+    cand = {"tasks": {"queue": {"macro_f1": 0.80, "n": 400,
+                                "per_class": {"a": {"support": 150}, "b": {"support": 250}}}}}
+    fell = task_rules(cfg, cand, {"tasks": {"queue": {"macro_f1": 0.81}}}, None)
+    assert borderline_rules({"rules": fell}) == ["max_macro_f1_drop[queue]"]
+    rose = task_rules(cfg, cand, {"tasks": {"queue": {"macro_f1": 0.79}}}, None)
+    assert borderline_rules({"rules": rose}) == []
