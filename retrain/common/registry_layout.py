@@ -67,7 +67,7 @@ class ChangedAfterEvaluation(BadData):
         subject = f"model {model!r}" if model else "the candidate"
         super().__init__(
             f"refusing to publish {subject}: {what} {where} changed after evaluation "
-            f"(sha256 {evaluated[:16]}... evaluated, {now[:16]}... now). Nothing was "
+            f"(digest {evaluated[:16]}... when evaluated, {now[:16]}... now). Nothing was "
             f"published; evaluate the candidate again (clear the run's evaluate task) for a "
             f"verdict on what is there now")
 
