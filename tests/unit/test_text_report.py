@@ -207,7 +207,10 @@ def test_evaluate_step_writes_the_page_and_survives_a_failing_one(tmp_path, monk
     monkeypatch.setattr(M, "read_labels", lambda _d: {"tasks": cfg.task_labels})
     monkeypatch.setattr(M, "load_serving", lambda _d: (None, None))
     monkeypatch.setattr(M, "serve_proba", serve)
-    spec = E.TextEvaluateSpec(preprocess_dir=str(tmp_path), candidate_model_dir="cand",
+    cand = tmp_path / "cand"     # a stand-in export: serving is replaced above; its files
+    cand.mkdir()                 # are digested for push like a real one's
+    (cand / "saved_model.pb").write_bytes(b"")
+    spec = E.TextEvaluateSpec(preprocess_dir=str(tmp_path), candidate_model_dir=str(cand),
                               out_dir=str(tmp_path / "out"), bootstrap_resamples=100)
     result = E.run(spec)
     assert result["report_uri"] == str(tmp_path / "out" / "report.html")
