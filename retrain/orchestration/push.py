@@ -6,7 +6,9 @@ recorded in the run summary and left unpublished; a blessed one that fails the s
 published, forced or not. The publish is a compare-and-swap against the model evaluation
 compared the candidate with (design rule 20): if a rollback or another publish changed the
 current version since, the registry refuses with `StaleBaseline`, the refusal is recorded
-in the summary (`publish_refused`) and the error is raised. A candidate that is the model
+in the summary (`publish_refused`) and the error is raised. The same happens when the
+candidate's files or its eval.json are not the bytes the evaluate step judged
+(`ChangedAfterEvaluation`, retrain.common.evaluated). A candidate that is the model
 already current (same `registry.model_digest`) is not published again: the summary says
 `unchanged` (the version it matches) and the registry keeps its versions as they are. Writes
 `<run_dir>/run_summary.json`: everything the run did, which the demo and the lineage tools
