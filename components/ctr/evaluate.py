@@ -53,7 +53,7 @@ class EvaluateSpec:
     # the feature config's `gate` section (default 200 rows, 20 clicks).
     min_eval_rows: int | None = None
     min_eval_positives: int | None = None
-    refuse_confidently_worse: bool = True
+    refuse_confidently_worse: bool | None = None   # None: the feature config's gate section
     force_reason: str | None = None
     # Slices (components.ctr.slices.SLICES when None, none when []) and their guard.
     slices: list[str] | None = None
@@ -154,6 +154,23 @@ def _decided(rows: int, metrics: dict, per_slice: dict, slice_names: list[str], 
 
 def _or_config(value, configured):
     return configured if value is None else value
+
+
+def thresholds_of(spec: EvaluateSpec, cfg):
+    """The gate's rules for this run: the spec's values, and where the spec leaves one
+    unset (None), the feature config's `gate:` section (`cfg.gate`)."""
+    from components import gate
+    return gate.Thresholds(min_auc=spec.min_auc, max_auc_drop=spec.max_auc_drop,
+                           max_log_loss_increase=spec.max_log_loss_increase,
+                           regression_test=spec.regression_test,
+                           min_eval_rows=_or_config(spec.min_eval_rows, cfg.gate.min_eval_rows),
+                           min_eval_positives=_or_config(spec.min_eval_positives,
+                                                         cfg.gate.min_eval_positives),
+                           refuse_confidently_worse=_or_config(spec.refuse_confidently_worse,
+                                                               cfg.gate.refuse_confidently_worse),
+                           max_slice_auc_drop=spec.max_slice_auc_drop,
+                           min_slice_rows=spec.min_slice_rows,
+                           min_slice_positives=spec.min_slice_positives)
 
 
 def split_of(cfg, eval_percent: int) -> dict:
@@ -258,17 +275,7 @@ def run(spec: EvaluateSpec) -> dict:
         raise ValueError(f"no eval rows in {spec.span_dir} at eval_percent={percent}")
     slice_names = wanted + ([slices.SPAN_SLICE] if older else [])
 
-    thresholds = gate.Thresholds(min_auc=spec.min_auc, max_auc_drop=spec.max_auc_drop,
-                                 max_log_loss_increase=spec.max_log_loss_increase,
-                                 regression_test=spec.regression_test,
-                                 min_eval_rows=_or_config(spec.min_eval_rows,
-                                                          cfg.gate.min_eval_rows),
-                                 min_eval_positives=_or_config(spec.min_eval_positives,
-                                                               cfg.gate.min_eval_positives),
-                                 refuse_confidently_worse=spec.refuse_confidently_worse,
-                                 max_slice_auc_drop=spec.max_slice_auc_drop,
-                                 min_slice_rows=spec.min_slice_rows,
-                                 min_slice_positives=spec.min_slice_positives)
+    thresholds = thresholds_of(spec, cfg)
     assessed = assess_accumulated(acc, slice_names, thresholds, spec.force_reason, notes=notes)
     assessed["slices"]["top_categories"] = spec.top_categories
     candidate, baseline = assessed["candidate"], assessed["baseline"]

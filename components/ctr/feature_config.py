@@ -249,9 +249,14 @@ class GateDefaults:
     blessing, and the reason says so. The run's params `min_eval_rows` /
     `min_eval_positives` override these for one run. The defaults pass a real daily feed
     of ~330 rows a day with 5 % clicks and a 30-day window (about 2,000 held-out rows, 100
-    clicks), and refuse a span's 60 rows with 3 clicks."""
+    clicks), and refuse a span's 60 rows with 3 clicks. `refuse_confidently_worse` keeps
+    the rules that never bless a candidate confidently worse than the published model."""
     min_eval_rows: int = 200
     min_eval_positives: int = 20
+    # Off: a candidate confidently (if slightly) worse than the published model may still
+    # be blessed within the change allowances (a small feed whose trainings differ more
+    # than the eval rows can resolve).
+    refuse_confidently_worse: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -310,7 +315,10 @@ class FeatureConfig:
         if self.validation.to_dict():
             out["validation"] = self.validation.to_dict()
         if self.gate != GateDefaults():   # only when set: other configs keep their fingerprint
-            out["gate"] = dataclasses.asdict(self.gate)
+            gate = dataclasses.asdict(self.gate)
+            if gate["refuse_confidently_worse"]:   # the default: configs keep their fingerprint
+                del gate["refuse_confidently_worse"]
+            out["gate"] = gate
         return out
 
     def fingerprint(self) -> str:
@@ -474,7 +482,8 @@ def from_dict(d: Mapping[str, Any], source: str = "") -> FeatureConfig:
                             embeddings=tuple((k, e.dim, e.init, e.l2)
                                              for k, e in sorted(m.embeddings.items()))),
         name=raw.name, description=raw.description, validation=validation,
-        gate=GateDefaults(raw.gate.min_eval_rows, raw.gate.min_eval_positives),
+        gate=GateDefaults(raw.gate.min_eval_rows, raw.gate.min_eval_positives,
+                          raw.gate.refuse_confidently_worse),
         derived_id=raw.example_id is None)
 
 

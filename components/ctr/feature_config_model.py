@@ -362,11 +362,17 @@ class ValidationFile(BaseModel):
 
 
 class GateFile(BaseModel):
-    """The evidence the gate needs before it may bless (GateDefaults)."""
+    """The evidence the gate needs before it may bless, and whether it refuses a candidate
+    confidently worse than the published model (GateDefaults)."""
     model_config = _ENTRY
 
     min_eval_rows: Annotated[int, Field(strict=True, ge=0)] = 200
     min_eval_positives: Annotated[int, Field(strict=True, ge=0)] = 20
+    refuse_confidently_worse: bool = Field(
+        True, strict=True, description="never bless a candidate whose paired 95 % interval "
+        "of AUC or log loss lies wholly on the worse side of the published model, whatever "
+        "the allowances (rules not_worse_auc / not_worse_log_loss); false leaves the "
+        "change against the published model to max_auc_drop and max_log_loss_increase")
 
 
 # ------------------------------------------------------------------------ the file

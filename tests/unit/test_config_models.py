@@ -141,7 +141,7 @@ def _ctr_error(tmp_path, mutate) -> str:
 @pytest.mark.parametrize("mutate, line", [
     (lambda d: d["gate"].update(min_eval_rowz=5) if "gate" in d else d.update(
         gate={"min_eval_rowz": 5}),
-     "gate.min_eval_rowz: unknown key (allowed: min_eval_positives, min_eval_rows)"),
+     "gate.min_eval_rowz: unknown key (allowed: min_eval_positives, min_eval_rows, refuse_confidently_worse)"),
     (lambda d: d["crosses"][0].update(buckets=4),
      "crosses[0] 'country_x_device'.buckets: unknown key (allowed: description, features"),
     (lambda d: d["validation"].update(drift={"country": {"metric": "js", "max": 0.2,

@@ -339,3 +339,35 @@ def test_the_gate_section_sets_the_evidence_minimums_and_defaults_keep_the_finge
     with pytest.raises(fc.ConfigError) as e:
         fc.from_dict(raw)
     assert "gate.min_eval_rows" in str(e.value) and "gate.min_eval_rowz" in str(e.value)
+
+
+def test_the_gate_section_can_let_a_confidently_worse_candidate_through_the_allowances():
+    """`gate.refuse_confidently_worse` (on by default) reaches the evaluate step's rules
+    unless the run's spec sets it; the default keeps older configs' fingerprints."""
+    import yaml
+    from importlib import resources
+    from components.ctr.evaluate import EvaluateSpec, thresholds_of
+    raw = yaml.safe_load((resources.files("components.ctr") / "feature_configs"
+                          / "generated.yaml").read_text())
+    raw["gate"] = {"min_eval_rows": 50, "min_eval_positives": 3}
+    small = fc.from_dict(raw)
+    assert small.gate.refuse_confidently_worse is True
+    assert small.to_dict()["gate"] == {"min_eval_rows": 50, "min_eval_positives": 3}
+    raw["gate"]["refuse_confidently_worse"] = False
+    lenient = fc.from_dict(raw)
+    assert lenient.gate == fc.GateDefaults(50, 3, False)
+    assert lenient.fingerprint() != small.fingerprint()
+    assert fc.from_dict(lenient.to_dict()).gate == lenient.gate
+    spec = EvaluateSpec(span_dir="s", candidate_model_dir="m", out_dir="o")
+    assert thresholds_of(spec, lenient).refuse_confidently_worse is False
+    assert thresholds_of(spec, small).refuse_confidently_worse is True
+    assert (thresholds_of(spec, lenient).min_eval_rows, thresholds_of(spec, lenient)
+            .min_eval_positives) == (50, 3)
+    forced = EvaluateSpec(span_dir="s", candidate_model_dir="m", out_dir="o",
+                          refuse_confidently_worse=True, min_eval_rows=7)
+    assert thresholds_of(forced, lenient).refuse_confidently_worse is True
+    assert thresholds_of(forced, lenient).min_eval_rows == 7
+    raw["gate"]["refuse_confidently_worse"] = "no"
+    with pytest.raises(fc.ConfigError) as e:
+        fc.from_dict(raw)
+    assert "gate.refuse_confidently_worse" in str(e.value) and "'no'" not in str(e.value)
