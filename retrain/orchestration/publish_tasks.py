@@ -21,14 +21,23 @@ from retrain.orchestration.approval import ModelApproval
 from retrain.orchestration.dag_defaults import publish_or_skip
 from retrain.orchestration.families import Family
 from retrain.orchestration.run_assets import RunAssets
-from retrain.orchestration.span_tasks import span_poke_seconds
+from retrain.orchestration.span_tasks import SENSOR_RETRIES
+
+
+# A turn waits for other runs' evaluate and push (minutes), so it looks every 30 s. Not
+# shorter: Airflow fails a reschedule-mode sensor when the scheduler handles the end of one
+# poke after the next poke was queued (apache/airflow#71172, open in 3.3.2), and at 5 s
+# pokes a scheduler slowed by a fine-tune on the same 2 cores did so (the first-hour test,
+# 2026-12-07: a waiting run failed with no error of its own).
+TURN_POKE_SECONDS = 30.0
 
 
 def wait_for_turn_task(family: Family, limit: dict[str, dt.timedelta]):
-    """The `wait_for_turn` sensor (call it with the run and train's result); it looks at
-    most every 15 s, at the span sensor's interval when that is shorter."""
-    @task.sensor(mode="reschedule", poke_interval=min(span_poke_seconds(), 15.0),
-                 timeout=dt.timedelta(days=1), execution_timeout=limit["sensor_poke"])
+    """The `wait_for_turn` sensor (call it with the run and train's result); it looks
+    every TURN_POKE_SECONDS."""
+    @task.sensor(mode="reschedule", poke_interval=TURN_POKE_SECONDS,
+                 timeout=dt.timedelta(days=1), execution_timeout=limit["sensor_poke"],
+                 **SENSOR_RETRIES)
     def wait_for_turn(ctx: dict, trained: dict, ti=None) -> bool:
         """A publishing run evaluates and publishes after those that finished training
         before it (retrain.orchestration.turns), so overlapping runs never compare with a

@@ -90,11 +90,18 @@ def resolve_span_task(family: Family, limit: dict[str, dt.timedelta]):
     return resolve_span
 
 
+# A poke only looks (at a marker, at other runs' states), so a failed one is retried more
+# than a step: Airflow may fail a reschedule-mode sensor between two pokes on its own
+# (apache/airflow#71172). A sensor's timeout is final (AirflowSensorTimeout: no retry).
+SENSOR_RETRIES = {"retries": 3, "retry_delay": dt.timedelta(seconds=20)}
+
+
 def wait_for_span_task(limit: dict[str, dt.timedelta]):
     """The `wait_for_span` sensor (call it with resolve_span's output); its poke interval
     is read now, when the DAG is built."""
     @task.sensor(mode="reschedule", poke_interval=span_poke_seconds(),
-                 timeout=dt.timedelta(days=7), execution_timeout=limit["sensor_poke"])
+                 timeout=dt.timedelta(days=7), execution_timeout=limit["sensor_poke"],
+                 **SENSOR_RETRIES)
     def wait_for_span(ctx: dict, params=None, ti=None, **context) -> bool:
         """Wait (holding no worker slot) for the producer's _SUCCESS marker of the span.
         The timeout is the `span_timeout_minutes` param (AirflowSensorTimeout: no retry)."""

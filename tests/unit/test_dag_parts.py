@@ -160,13 +160,17 @@ def test_the_sensors_read_their_poke_interval_when_the_dag_is_built(monkeypatch)
 
     monkeypatch.setenv("RETRAIN_SPAN_POKE_SECONDS", "40")
     span, turn = sensors()
-    assert (span.poke_interval, turn.poke_interval) == (40, 15)     # the turn: at most 15 s
+    assert (span.poke_interval, turn.poke_interval) == (40, 30)
     assert (span.mode, turn.mode) == ("reschedule", "reschedule")   # no slot held waiting
     assert (span.timeout, turn.timeout) == (7 * 86400, 86400)
     assert span.execution_timeout == turn.execution_timeout == LIMITS["sensor_poke"]
+    # More retries than a step's one: Airflow may fail a reschedule sensor between pokes.
+    assert span.retries == turn.retries == 3
+    assert span.retry_delay == turn.retry_delay == dt.timedelta(seconds=20)
     monkeypatch.setenv("RETRAIN_SPAN_POKE_SECONDS", "2")
     span, turn = sensors()
-    assert (span.poke_interval, turn.poke_interval) == (2, 2)
+    # The turn never pokes faster than 30 s, whatever the span's interval (apache/airflow#71172).
+    assert (span.poke_interval, turn.poke_interval) == (2, 30)
 
 
 def test_wait_for_span_sees_the_marker(tmp_path):
