@@ -92,7 +92,13 @@ def _rows_read_per_worker(tmp_path, files: int, rows_per_file: int, reads: int) 
             [sys.executable, "-c", CHIEF, str(tmp_path / "*.tfrecord.gz"), str(reads)],
             env={**env, "TF_CONFIG": tf_config(cluster, "chief", 0)}, capture_output=True,
             text=True, timeout=300)
-        assert chief.returncode == 0, chief.stderr[-3000:]
+        # A crash (one SIGSEGV, rc -11, in a full run on 2026-12-07) shows whether the
+        # chief had printed its reads and what the servers last said.
+        assert chief.returncode == 0, "\n".join(
+            [f"chief rc {chief.returncode}; its stdout ends: {chief.stdout[-300:]!r}",
+             chief.stderr[-2000:]]
+            + [f"--- {r}.log ends:\n" + (tmp_path / f"{r}.log").read_text()[-600:]
+               for r in ("ps0", "worker0", "worker1")])
         return {int(k): v for k, v in json.loads(chief.stdout.strip().splitlines()[-1]).items()}
     finally:
         for p in servers:
