@@ -396,4 +396,28 @@ def suggest(prof, *, label=None, text=None, id_column=None) -> tuple[dict, list[
     numeric = [f["name"][0] for f in features if f["kind"] == "numeric"]
     doc["validation"] = _validation(prof, features, extra, _thresholds(prof, label, id_col,
                                                                        numeric))
+    notes.extend(_evidence_notes(prof, label))
     return doc, notes
+
+
+def _evidence_notes(prof, label: str) -> list[str]:
+    """A warning when the days read (the window a run would train on now) hold fewer
+    held-out rows or positives than the gate needs before it may bless
+    (feature_config.GateDefaults): said at config time, not after a whole training run. The
+    minimums are not lowered here: they keep the gate from judging on noise (rule 21)."""
+    from components.ctr.evaluate import EvaluateSpec
+    from components.ctr.feature_config import GateDefaults
+
+    counted = [(dc.rows, dc.values.get(1, 0)) for _, dc in prof.day_values(label)
+               if dc.values is not None]
+    share = EvaluateSpec.eval_percent / 100
+    rows, clicks = sum(r for r, _ in counted) * share, sum(c for _, c in counted) * share
+    need = GateDefaults()
+    if not counted or (rows >= need.min_eval_rows and clicks >= need.min_eval_positives):
+        return []
+    return [f"WARNING: the {len(prof.days)} day(s) read hold about {rows:,.0f} held-out rows "
+            f"and {clicks:,.0f} positives at eval_percent {EvaluateSpec.eval_percent}, below "
+            f"the gate's minimums (min_eval_rows {need.min_eval_rows}, min_eval_positives "
+            f"{need.min_eval_positives}): a run on them would not bless its model. More "
+            "days in the window (window_days), a larger eval_percent, or lower minimums in "
+            "the config's gate: section (judged on fewer rows) change that"]

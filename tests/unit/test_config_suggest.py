@@ -331,3 +331,21 @@ def test_columns_whose_names_cannot_be_features_are_declared(tmp_path):
                                                   "native country": "str"}
     assert any(n.startswith("column 'hours-per-week': its name is not a feature name")
                for n in notes)
+
+
+def test_a_feed_too_small_for_the_gate_is_warned_at_config_time(tmp_path, capsys):
+    """Three days of 150 rows: about 90 held-out rows at eval_percent 20, below the gate's
+    200, so the suggestion says no run on them would bless, before any training."""
+    root = tmp_path / "raw"
+    synthesize(SynthSpec(feature_config=str(fc.PACKAGED_DIR / "example_user_logs.yaml"),
+                         raw_root=str(root), start="2026-12-01", days=3, rows_per_day=150))
+    out = tmp_path / "small.yaml"
+    assert _suggest("--raw-root", str(root), "--out", str(out)) == 0
+    err = capsys.readouterr().err
+    assert "about 90 held-out rows" in err and "min_eval_rows 200" in err, err
+    assert fc.load(out).gate == fc.GateDefaults()       # the minimums are not lowered
+
+
+def test_a_feed_large_enough_for_the_gate_gets_no_evidence_warning(ctr_days, tmp_path, capsys):
+    assert _suggest("--raw-root", str(ctr_days), "--out", str(tmp_path / "c.yaml")) == 0
+    assert "min_eval_rows" not in capsys.readouterr().err
