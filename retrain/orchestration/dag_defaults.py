@@ -66,6 +66,12 @@ DAILY = {
 }
 
 
+# A poke only looks (at a marker, at other runs' states), so a failed one is retried more
+# than a step: Airflow may fail a reschedule-mode sensor between two pokes on its own
+# (apache/airflow#71172). A sensor's timeout is final (AirflowSensorTimeout: no retry).
+SENSOR_RETRIES = {"retries": 3, "retry_delay": dt.timedelta(seconds=20)}
+
+
 def span_params(what: str, window_help: str, eval_help: str) -> dict[str, Param]:
     """The span to train on (default: the day before the logical date), the window of
     days ending at it and the held-out share."""

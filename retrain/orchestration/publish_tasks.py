@@ -18,10 +18,9 @@ from airflow.sdk import task
 
 from retrain.common.run_context import RunContext
 from retrain.orchestration.approval import ModelApproval
-from retrain.orchestration.dag_defaults import publish_or_skip
+from retrain.orchestration.dag_defaults import SENSOR_RETRIES, publish_or_skip
 from retrain.orchestration.families import Family
 from retrain.orchestration.run_assets import RunAssets
-from retrain.orchestration.span_tasks import SENSOR_RETRIES
 
 
 # A turn waits for other runs' evaluate and push (minutes), so it looks every 30 s. Not

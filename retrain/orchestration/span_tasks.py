@@ -20,7 +20,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from retrain.common.run_context import RunContext
 from retrain.common.settings import beam_flags, settings
-from retrain.orchestration.dag_defaults import home as _home
+from retrain.orchestration.dag_defaults import SENSOR_RETRIES, home as _home
 from retrain.orchestration.families import Family
 
 # Airflow's standard provider (1.21.0, the newest) imports `determine_kwargs` for
@@ -88,12 +88,6 @@ def resolve_span_task(family: Family, limit: dict[str, dt.timedelta]):
         return ctx
 
     return resolve_span
-
-
-# A poke only looks (at a marker, at other runs' states), so a failed one is retried more
-# than a step: Airflow may fail a reschedule-mode sensor between two pokes on its own
-# (apache/airflow#71172). A sensor's timeout is final (AirflowSensorTimeout: no retry).
-SENSOR_RETRIES = {"retries": 3, "retry_delay": dt.timedelta(seconds=20)}
 
 
 def wait_for_span_task(limit: dict[str, dt.timedelta]):
