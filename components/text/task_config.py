@@ -52,6 +52,7 @@ DEFAULT_CONFIG = PACKAGED_DIR / "reviews.yaml"
 CONFIG_FILE = "text_config.json"          # the resolved config, written beside artifacts
 UNLABELLED = -1
 CLASS_WEIGHTING = ("balanced", "sqrt", "none")
+DEFAULT_EPOCHS = 3        # fine-tune passes at most, unless the config says (reviews-demo: 2)
 # Names the preprocessed records use for their own fields: a task may not take them.
 RESERVED = ("example_id", "text", "span", "split")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -209,6 +210,7 @@ class TextConfig:
     max_seq_length: int = 128
     bucket_boundaries: tuple[int, ...] = (16, 32, 48, 64, 96)
     class_weighting: str = "balanced"
+    epochs: int = DEFAULT_EPOCHS                  # the fine-tune's most; early stopping may end it
     validation: Validation = Validation()
     gate: Gate = Gate()
 
@@ -274,6 +276,8 @@ class TextConfig:
         d = json.loads(json.dumps(dataclasses.asdict(self)))   # tuples -> lists
         d["tasks"] = {t.pop("name"): t for t in d["tasks"]}
         d.pop("source")
+        if d["epochs"] == DEFAULT_EPOCHS:   # the default: configs keep their fingerprint
+            del d["epochs"]
         return d
 
 
@@ -380,6 +384,9 @@ class TextConfigFile(BaseModel):
     max_seq_length: Annotated[int, Field(strict=True, ge=8, le=512)] = 128
     bucket_boundaries: list[Annotated[int, Field(strict=True, gt=0)]] = [16, 32, 48, 64, 96]
     class_weighting: Literal[CLASS_WEIGHTING] = "balanced"
+    epochs: Annotated[int, Field(strict=True, ge=1, le=50)] = Field(DEFAULT_EPOCHS, description=(
+        "passes over the window's training texts at most (early stopping on the eval "
+        "split may end the fine-tune sooner); the DAG form's epochs overrides it for a run"))
     validation: Annotated[Validation, BeforeValidator(_settings)] = Validation()
     gate: Annotated[Gate, BeforeValidator(_settings)] = Gate()
 
@@ -457,7 +464,8 @@ def from_dict(data: Any, source: str = "") -> TextConfig:
                       text_template=raw.text_template, tasks=tasks, checkpoint=raw.checkpoint,
                       max_seq_length=raw.max_seq_length,
                       bucket_boundaries=tuple(raw.bucket_boundaries),
-                      class_weighting=raw.class_weighting, validation=raw.validation,
+                      class_weighting=raw.class_weighting, epochs=raw.epochs,
+                      validation=raw.validation,
                       gate=raw.gate)
 
 

@@ -35,7 +35,7 @@ class FinetuneSpec:
     out_dir: str                           # the exported model dir (replaced atomically)
     checkpoint_dir: str | None = None      # default: the config's (else the bundled MiniLM)
     warm_start_model_dir: str | None = None  # the published model of this task, if any
-    epochs: int = 3
+    epochs: int | None = None              # default: the config's (3 unless it says)
     batch_size: int = 16
     max_seq_length: int | None = None      # default: the config's
     learning_rate: float = 1e-4            # peak (measured best with cosine, README)
@@ -67,10 +67,10 @@ def run(spec: FinetuneSpec) -> dict:
     from components.text import task_config as T
     from components.text.formats import EVAL_DIR, SUMMARY_FILE, TRAIN_DIR
 
-    for name in ("epochs", "batch_size", "patience"):
-        if getattr(spec, name) < (0 if name == "patience" else 1):
-            raise ValueError(f"{name} must be at least {0 if name == 'patience' else 1}, "
-                             f"got {getattr(spec, name)}")
+    for name, least in (("epochs", 1), ("batch_size", 1), ("patience", 0)):
+        value = getattr(spec, name)
+        if value is not None and value < least:      # epochs None: the config's
+            raise ValueError(f"{name} must be at least {least}, got {value}")
     if not spec.learning_rate > 0:
         raise ValueError(f"learning_rate must be > 0, got {spec.learning_rate}")
     if spec.precision not in C.PRECISIONS:   # before any file is read or TF imported
@@ -83,7 +83,7 @@ def run(spec: FinetuneSpec) -> dict:
     tasks = cfg.task_labels
     spec = dataclasses.replace(
         spec, checkpoint_dir=spec.checkpoint_dir or cfg.checkpoint,
-        max_seq_length=spec.max_seq_length or cfg.max_seq_length,
+        epochs=spec.epochs or cfg.epochs, max_seq_length=spec.max_seq_length or cfg.max_seq_length,
         class_weighting=spec.class_weighting or cfg.class_weighting,
         calibrate_tasks=tuple(tasks) if spec.calibrate_tasks is None else spec.calibrate_tasks)
     if summary.get("labels") != tasks:
@@ -178,7 +178,7 @@ def run(spec: FinetuneSpec) -> dict:
         "eval_loss_before": round(float(before["loss"]), 5),
         "eval_loss_after": round(after_loss, 5),
         "history": {k: [round(float(x), 5) for x in v] for k, v in history.history.items()},
-        "epochs_run": epochs_run, "best_epoch": best_epoch + 1,
+        "epochs": spec.epochs, "epochs_run": epochs_run, "best_epoch": best_epoch + 1,
         "train_examples": n_train, "class_weighting": spec.class_weighting,
         "class_weights": weights, "calibration": calibration,
         "warm_start_from": str(warm) if warm else None,

@@ -171,7 +171,7 @@ TEXT = Family(
                 "bundled reviews' full config (components/text/configs/reviews.yaml). "
                 "`make demo`'s slice of the reviews: components/text/configs/"
                 "reviews-demo.yaml (the same tasks, the gate sized to its eval texts; "
-                "about 10 minutes on 2 cores).",
+                "about 4 minutes on 2 cores).",
     stages={
         "validate": _stage("components.text.validate", "TextValidateSpec",
                            "components.text.stages:validate", "validation_report",
@@ -198,8 +198,9 @@ TEXT = Family(
     registry_extra={"labels": "labels", "max_seq_length": "max_seq_length",
                     "warm_start_from": "warm_start_from", "base_checkpoint": "checkpoint"},
     params={
-        "epochs": {"default": 3, "type": "integer", "minimum": 1, "maximum": 50,
-                   "description": "Maximum epochs (early stopping on the eval split)."},
+        "epochs": {"default": None, "type": ["null", "integer"], "minimum": 1, "maximum": 50,
+                   "description": "Maximum epochs (early stopping on the eval split). "
+                                  "Empty: the config's epochs (3)."},
         "max_seq_length": {"default": None, "type": ["null", "integer"], "minimum": 8,
                            "maximum": 512, "description": "Tokens per text, incl. [CLS]/[SEP]. "
                                                           "Empty: the config's (128)."},

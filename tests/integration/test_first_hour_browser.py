@@ -230,9 +230,13 @@ def _retrain_tab(page: Page, dag_id: str, run_id: str, outcome: str) -> str:
                          on_timeout=lambda: "the tab begins: " + page.text()[:400])
 
 
-def _summary(home: Path, family: str, span: str, run_id: str) -> dict:
+def _run_file(home: Path, family: str, span: str, run_id: str, name: str) -> dict:
     folder = home / "runs" / family / f"dt={span}" / paths.safe_run_id(run_id)
-    return json.loads((folder / "run_summary.json").read_text())
+    return json.loads((folder / name).read_text())
+
+
+def _summary(home: Path, family: str, span: str, run_id: str) -> dict:
+    return _run_file(home, family, span, run_id, "run_summary.json")
 
 
 def test_first_hour_in_the_browser(first_hour, page):
@@ -326,7 +330,11 @@ def test_first_hour_in_the_browser(first_hour, page):
     evaluation = _summary(home, "text", span, text_run)["evaluation"]
     assert not evaluation.get("failed_rules"), evaluation
     report = json.loads(Path(evaluation["eval_uri"]).read_text())
-    assert report["rows"] >= text_config.load(DEMO_TEXT_CONFIG).gate.min_eval_rows, report["rows"]
+    demo_config = text_config.load(DEMO_TEXT_CONFIG)
+    assert report["rows"] >= demo_config.gate.min_eval_rows, report["rows"]
+    # The form's epochs left empty: the fine-tune ran the demo config's (2), not 3.
+    trained = _run_file(home, "text", span, text_run, "train_result.json")
+    assert trained["epochs"] == demo_config.epochs == 2 >= trained["epochs_run"], trained
 
     # The registry's versions as the UI shows them: the model assets' events, each with
     # its version (the UI has no registry page of its own): one CTR version, one text.

@@ -148,3 +148,23 @@ def test_ids_are_the_id_column_as_text_or_derived_from_the_record():
     assert derived.id_of({**row, "body": "error 504"}) != rid
     # It survives the round trip through the config a preprocess run writes beside its data.
     assert T.from_resolved(T.resolved(derived)).id_of(row) == rid
+
+
+def test_epochs_come_from_the_config_and_a_bad_value_is_named(tmp_path):
+    from retrain.orchestration.local_airflow import DEMO_TEXT_CONFIG
+    assert T.default().epochs == 3 and T.load(DEMO_TEXT_CONFIG).epochs == 2
+    # What preprocessing wrote before the key existed (and writes at the default) reads as 3.
+    assert "epochs" not in T.resolved(T.default())
+    assert T.from_resolved(T.resolved(T.default())).epochs == 3
+    assert T.from_resolved(T.resolved(T.load(DEMO_TEXT_CONFIG))).epochs == 2
+    base = "text: t\ntasks: {q: {labels: [a, b]}}\n"
+    for value, expected in (("0", "epochs: must be an integer in [1, 50], got 0"),
+                            ("51", "epochs: must be an integer in [1, 50], got 51"),
+                            (f'"{SECRET}"', "epochs: must be an integer"),
+                            ("true", "epochs: must be an integer"),
+                            ("2.5", "epochs: must be an integer")):
+        path = tmp_path / "c.yaml"
+        path.write_text(base + f"epochs: {value}\n")
+        with pytest.raises(ConfigError) as e:
+            T.load(path)
+        assert expected in str(e.value) and SECRET not in str(e.value), str(e.value)
