@@ -27,6 +27,11 @@ def preprocess(ctx: RunContext, params: dict, upstream: dict) -> Built:
         left_out=tuple(left_out))
 
 
+# The DAG form's dev_examples default (retrain.orchestration.families: Airflow's side
+# cannot import step code; tests/unit/test_text_stages.py holds the two equal).
+DEV_EXAMPLES = 200
+
+
 def dev_examples(params: dict, upstream: dict) -> int:
     """The size of each dev slice: the dev_examples param, shrunk on a small eval split to
     a quarter of it, so that at least half is left for the gate to score (a day of a few

@@ -17,7 +17,9 @@ import re
 
 from components.text.rawdata import PARQUET_SUFFIXES, PART_SUFFIXES  # noqa: F401  (read by
 # retrain.config_suggest: the parts a text day may hold, .ndjson and .pq included)
-from components.text.task_config import RESERVED, load  # noqa: F401  (the loader)
+from components.text.preprocess import TextPreprocessSpec
+from components.text.stages import DEV_EXAMPLES, dev_examples
+from components.text.task_config import RESERVED, Gate, load  # noqa: F401  (the loader)
 
 MIN_TEXT_CHARS = 30       # mean length from which a string column reads as free text
 MAX_LABELS = 20           # distinct values up to which a string column is a task
@@ -132,6 +134,54 @@ def _validation(prof, text: str, tasks: list[str]) -> dict:
     return out
 
 
+def scored_eval_texts(rows: int) -> float:
+    """About how many of a window's `rows` texts the gate scores when the DAG runs with its
+    form's defaults: the eval split (the preprocess step's eval_percent) less the two dev
+    slices taken from it for early stopping and calibration (stages.dev_examples)."""
+    n_eval = rows * TextPreprocessSpec.eval_percent / 100
+    dev = dev_examples({"dev_examples": DEV_EXAMPLES}, {"preprocess": {"rows_eval": int(n_eval)}})
+    return max(0.0, n_eval - 2 * dev)
+
+
+def _evidence_notes(prof, tasks: list[str]) -> list[str]:
+    """A warning when the days read (the window a run would train on now) would leave the
+    gate fewer labelled eval texts of a task, or of one of its classes, than it needs before
+    it may bless (task_config.Gate): said at config time, not after a fine-tune. The
+    minimums are not lowered here: they keep the gate from judging on noise (rule 21)."""
+    rows = sum(d.rows for d in prof.days)
+    if not rows:
+        return []
+    scale = scored_eval_texts(rows) / rows
+    need, short = Gate(), []
+    for column in tasks:
+        labelled, classes = 0, {}
+        for _, dc in prof.day_values(column):
+            for value, n in (dc.values or {}).items():
+                if value != "":
+                    labelled += n
+                    classes[value] = classes.get(value, 0) + n
+        if labelled * scale < need.min_eval_rows:
+            short.append(f"tasks.{_task_name(column)} about {labelled * scale:,.0f} "
+                         f"labelled (min_eval_rows {need.min_eval_rows})")
+        # A class by its place in the written config, never its value (a file's content).
+        order = {label: i for i, label in enumerate(_labels(prof.columns[column]))}
+        rare = sorted((n * scale, order[str(v)]) for v, n in classes.items()
+                      if n * scale < need.min_eval_positives and str(v) in order)
+        if rare:
+            named = ", ".join(f"[{i}] about {n:.1f}" for n, i in rare[:3])   # [3], [6]
+            more = f" and {len(rare) - 3} more" if len(rare) > 3 else ""
+            short.append(f"tasks.{_task_name(column)}.labels{named}{more} "
+                         f"(min_eval_positives {need.min_eval_positives})")
+    if not short:
+        return []
+    return [f"WARNING: the {len(prof.days)} day(s) read leave the gate about "
+            f"{scored_eval_texts(rows):,.0f} scored eval texts at eval_percent "
+            f"{TextPreprocessSpec.eval_percent} (after the two dev slices), below its "
+            f"minimums: {'; '.join(short)}: a run on them would not bless its model. More days "
+            "in the window (window_days), a larger eval_percent, or lower minimums in the "
+            "config's gate: section (judged on fewer texts) change that"]
+
+
 def suggest(prof, *, label=None, text=None, id_column=None) -> tuple[dict, list[str]]:
     """(config document with (value, comment) leaves, notes for the user)."""
     notes: list[str] = []
@@ -174,6 +224,7 @@ def suggest(prof, *, label=None, text=None, id_column=None) -> tuple[dict, list[
         _labels(cols[c]), f"every value seen ({len(_labels(cols[c]))}); a new one fails "
                           "validation")} for c in tasks}
     doc["validation"] = _validation(prof, text, tasks)
+    notes.extend(_evidence_notes(prof, tasks))
     used = {text, *tasks, *([id_col] if id_col else [])}
     unused = [c for c in cols if c not in used]
     if unused:

@@ -349,3 +349,32 @@ def test_a_feed_too_small_for_the_gate_is_warned_at_config_time(tmp_path, capsys
 def test_a_feed_large_enough_for_the_gate_gets_no_evidence_warning(ctr_days, tmp_path, capsys):
     assert _suggest("--raw-root", str(ctr_days), "--out", str(tmp_path / "c.yaml")) == 0
     assert "min_eval_rows" not in capsys.readouterr().err
+
+
+def test_a_text_feed_too_small_for_the_gate_is_warned_at_config_time(tmp_path, capsys):
+    """3 days of 200 tickets: 120 eval texts at eval_percent 20, less two dev slices of 30,
+    leave the gate about 60 per task, below its 200: said before any fine-tune."""
+    _write_tickets(tmp_path / "raw", days=3, n=200)
+    out = tmp_path / "text.yaml"
+    assert _suggest("--raw-root", str(tmp_path / "raw"), "--out", str(out)) == 0
+    err = capsys.readouterr().err
+    assert "about 60 scored eval texts" in err and "tasks.team about 60 labelled" in err, err
+    assert "min_eval_rows 200" in err
+    assert task_config.load(out).gate == task_config.Gate()   # the minimums are not lowered
+
+
+def test_a_rare_class_is_named_and_a_large_enough_text_feed_is_not_warned(tmp_path, capsys):
+    raw = tmp_path / "raw"
+    _write_tickets(raw, days=3, n=800)       # 2,400 texts: about 240 scored
+    assert _suggest("--raw-root", str(raw), "--out", str(tmp_path / "a.yaml")) == 0
+    assert "min_eval" not in capsys.readouterr().err
+    newest = raw / "dt=2026-12-03" / "part-00000.jsonl"
+    rows = [json.loads(line) for line in newest.read_text().splitlines()]
+    for r in rows[:12]:                      # 12 of 2,400 texts: about 1.2 scored
+        r["team"] = "legal-SECRET77"
+    newest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert _suggest("--raw-root", str(raw), "--out", str(tmp_path / "b.yaml")) == 0
+    err = capsys.readouterr().err
+    # named by its place in the written labels (billing, legal-..., outage), not its value
+    assert "tasks.team.labels[1] about 1.2 (min_eval_positives 5)" in err, err
+    assert "labelled (min_eval_rows" not in err and "SECRET77" not in err

@@ -43,3 +43,11 @@ def test_warm_start_is_declared_as_reading_the_published_model():
     assert warm.reads_published and warm.spec["warm_start_model_dir"] == "/registry/text/3"
     cold = stages.train(CTX, PARAMS, up)
     assert not cold.reads_published and cold.spec["warm_start_model_dir"] is None
+
+
+def test_the_dev_slice_default_is_the_forms():
+    """The step side's copy of the form's dev_examples default (Airflow's side cannot
+    import step code): config suggest estimates the gate's evidence with it."""
+    from components.text.stages import DEV_EXAMPLES
+    from retrain.orchestration.families import TEXT
+    assert TEXT.params["dev_examples"]["default"] == DEV_EXAMPLES
