@@ -233,8 +233,21 @@ def _run_rows(page: Page, kind: str) -> list[str]:
 
 
 def _wait_for_runs(page: Page, server, kind: str, count: int) -> list[str]:
-    """Reload the DAG's runs page until `count` runs of that kind show Success; a Failed
-    one stops the wait with the failed tasks' logs."""
+    """Until `count` runs of that kind succeeded (read from the API, the page parked: an
+    open runs page of active runs refreshes itself, a quarter of a core), then the DAG's
+    runs page must show them Success; a Failed one stops the wait with the failed tasks'
+    logs."""
+    page.park()
+    deadline = time.time() + RUN_TIMEOUT
+    while True:
+        runs = [r for r in server["api"].runs() if r["dag_run_id"].startswith(kind)]
+        if any(r["state"] == "failed" for r in runs):
+            raise AssertionError(f"a {kind} run failed:\n" + _failure_report(server))
+        if sum(r["state"] == "success" for r in runs) >= count:
+            break
+        assert time.time() < deadline, (f"{count} {kind} run(s) not successful in "
+                                        f"{RUN_TIMEOUT} s: {runs}\n" + _failure_report(server))
+        time.sleep(5)
     page.open(f"/dags/{DAG_ID}/runs")
 
     def finished(_text):
@@ -245,7 +258,7 @@ def _wait_for_runs(page: Page, server, kind: str, count: int) -> list[str]:
         done = [r for r in rows if "\nSuccess\n" in r]
         return done if len(done) >= count else None
 
-    rows = page.wait_for(f"{count} {kind} run(s) in state Success", finished, RUN_TIMEOUT,
+    rows = page.wait_for(f"{count} {kind} run(s) in state Success", finished, 60,
                          reload_every=10, on_timeout=lambda: _failure_report(server))
     return [r.split("\n", 1)[0] for r in rows]
 

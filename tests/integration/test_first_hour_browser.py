@@ -160,6 +160,7 @@ def _submit_form_as_opened(page: Page, airflow: LocalAirflow, dag_id: str, task:
         new = [r["dag_run_id"] for r in _runs(airflow, dag_id)
                if r["dag_run_id"] not in before and r["run_type"] == "manual"]
         if new:
+            page.park()         # the run exists: the waits read the API, not this page
             return new[0]
         assert time.time() < deadline, f"{dag_id}: the form made no run in 60 s"
         time.sleep(2)
@@ -281,6 +282,7 @@ def test_first_hour_in_the_browser(first_hour, page):
     # session's Airflow DB holds the model events of the tests before this one in the same
     # worker too, and this scheduler may run recommendations for those: count the runs that
     # this test's publish triggered.
+    page.park()
     deadline = time.time() + RUN_TIMEOUT
     while True:
         recs = [r for r in _runs(airflow, RECS) if r["run_type"] == "asset_triggered"

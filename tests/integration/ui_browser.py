@@ -50,6 +50,14 @@ class Page:
     def open(self, path: str) -> None:
         self.driver.get(self.base + path)
 
+    def park(self) -> None:
+        """A blank page while a test waits on the REST API: an Airflow page left open on a
+        DAG with an active run refreshes itself every few seconds, about a quarter of a
+        core for chromium and the API server (measured: 23 + 4.5 CPU-s in 90 s, against
+        1.3 + 0.3 on a blank page), taken from the runs being waited for."""
+        self.driver.switch_to.default_content()
+        self.driver.get("about:blank")
+
     def text(self) -> str:
         from selenium.webdriver.common.by import By
         return self.driver.find_element(By.TAG_NAME, "body").text
