@@ -21,21 +21,13 @@ import os
 import platform
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 RESULTS = REPO / "bench" / "results"
-DEMO_CONFIG = REPO / "components" / "text" / "configs" / "reviews-demo.yaml"
-
-
-def step(module: str, spec: dict) -> dict:
-    """A step's entry point in a fresh process (the launcher the DAG's tasks use)."""
-    from retrain.orchestration.launch import run_step
-    started = time.perf_counter()
-    result = run_step(module, spec)
-    return {**result, "step_seconds": round(time.perf_counter() - started, 1)}
+# The step runner and the demo config of the precision bench (same folder), not a copy.
+from finetune_precision import DEMO_CONFIG, step  # noqa: E402
 
 
 def main(argv=None) -> dict:
