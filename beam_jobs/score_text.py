@@ -52,9 +52,10 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
 
 
 def resolve_model(args) -> tuple[str, int | None]:
-    from retrain.common.registry import verify_model_dir
+    from retrain.common.registry import require_saved_model, verify_model_dir
 
     if args.model_dir:
+        require_saved_model(args.model_dir)   # refused before any worker tries to load it
         verify_model_dir(args.model_dir)   # a registry version by path: checked too
         return args.model_dir, None
     if not args.registry_root:

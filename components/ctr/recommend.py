@@ -86,8 +86,14 @@ def resolve_model(spec: RecommendSpec) -> tuple[str, int | None]:
 
 
 def _check_numbers(spec: RecommendSpec) -> None:
+    import datetime as dt
+
     from components.ctr.recommend_roles import RecommendSettingError
 
+    try:
+        dt.date.fromisoformat(spec.span)
+    except (TypeError, ValueError):
+        raise RecommendSettingError("span", "not a date (YYYY-MM-DD)") from None
     for name in ("k", "num_shards", "active_days", "batch_pairs"):
         if getattr(spec, name) < 1:
             raise RecommendSettingError(name, "must be >= 1")
@@ -119,11 +125,13 @@ def run(spec: RecommendSpec) -> dict:
     from components.ctr.recommend_scoring import PairLayout
     from retrain.common.atomic import write_json
 
-    from retrain.common.registry import verify_model_dir
+    from retrain.common.registry import require_saved_model, verify_model_dir
 
     started = time.time()
     _check_numbers(spec)
     model_dir, version = resolve_model(spec)
+    if spec.model_dir:   # a path from the user: a model in it, or refused before any worker
+        require_saved_model(model_dir)
     verify_model_dir(model_dir)   # a registry version handed over by path: checked too
     cfg = feature_config.for_model_dir(model_dir)
     source = R.config_file(model_dir)

@@ -33,7 +33,9 @@ ITEM_SIDE_SHARE = 0.5      # the item explains at least this share (and more tha
 CONTEXT_SHARE = 0.1        # neither explains this much: a value every pair shares
 FLAGS = {"user_column": "--user-column", "item_column": "--item-column",
          "item_columns": "--item-columns", "context": "--context",
-         "category_column": "--category-column"}
+         "category_column": "--category-column", "span": "--span", "k": "--k",
+         "num_shards": "--num-shards", "active_days": "--active-days",
+         "max_users": "--max-users", "max_items": "--max-items", "pool_size": "--pool-size"}
 
 
 class RecommendSettingError(BadData, ValueError):

@@ -59,7 +59,7 @@ from retrain.common.atomic import write_json
 from retrain.common.registry_doctor import RegistryDoctor
 from retrain.common.registry_integrity import (DAMAGED, INTACT, UNRECORDED,  # noqa: F401
                                                _integrity, _model_digest, model_digest,
-                                               verify_model_dir)
+                                               require_saved_model, verify_model_dir)
 from retrain.common.registry_layout import (ANY, ARCHIVED, CANDIDATE,  # noqa: F401
                                             CONTENT_KEY, CURRENT_FILE, DAMAGED_FILE,
                                             FINGERPRINT_FILE, LOCK_FILE, META_FILE,

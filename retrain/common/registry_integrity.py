@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from retrain.common import digests
+from retrain.common.errors import BadData
 from retrain.common.registry_layout import (CONTENT_KEY, CURRENT_FILE, FINGERPRINT_FILE,
                                             LOCK_FILE, META_FILE, SAVED_MODEL_FILE,
                                             _VERSION_RE, ModelTampered, read_meta)
@@ -81,3 +82,16 @@ def verify_model_dir(model_dir: str | os.PathLike) -> None:
     found = _integrity(vdir)
     if found["state"] == DAMAGED:
         raise ModelTampered(vdir.parent.name, vdir.name, found["problems"], vdir)
+
+
+def require_saved_model(model_dir: str | os.PathLike, flag: str = "--model-dir") -> None:
+    """Refuse (BadData, naming `flag` and the folder) a path handed in as an exported model
+    that holds none, before a job starts workers that would each fail loading it."""
+    d = Path(model_dir)
+    if (d / SAVED_MODEL_FILE).is_file():
+        return
+    if not d.is_dir():
+        raise BadData(f"{flag} {d}: no such folder")
+    hint = (f" (a model artifact folder: give {d / 'serving_model'})"
+            if (d / "serving_model" / SAVED_MODEL_FILE).is_file() else "")
+    raise BadData(f"{flag} {d}: not an exported model, no {SAVED_MODEL_FILE} in it{hint}")

@@ -209,3 +209,36 @@ def test_out_never_replaces_a_file_or_a_folder_retrain_did_not_write(log_and_mod
         run = _cli(*args, "--out", str(ours))
         assert run.returncode == 0, run.stderr[-3000:]
     assert read_json(ours / "summary.json")["k"] == 3
+
+
+def test_a_model_dir_without_a_model_and_a_bad_span_are_refused_by_name(log_and_model,
+                                                                       tmp_path):
+    """Found by trying `--model-dir /etc`: the folder was only opened inside the Beam
+    job's workers, which printed TensorFlow's traceback after the scoring plan; a bad
+    --span failed with Python's "month must be in 1..12", naming no flag. Now each is one
+    line naming the flag and the path, before a window is read or a worker started, and
+    a model's artifact folder points at its serving_model/."""
+    root, span, model = log_and_model
+    secret = tmp_path / "plain"
+    secret.mkdir()
+    (secret / "saved_model.txt").write_text("SECRET-CONTENT-1234\n")
+    artifact = tmp_path / "artifact"
+    (artifact / "serving_model").mkdir(parents=True)
+    (artifact / "serving_model" / "saved_model.pb").write_bytes(b"")
+    args = ("--raw-root", str(root / "raw"), "--out", str(tmp_path / "recs"),
+            "--active-days", "30", "--k", "3", "--max-users", "5", "--max-items", "20")
+    cases = [(("--span", span, "--model-dir", str(secret)),
+              f"--model-dir {secret}: not an exported model"),
+             (("--span", span, "--model-dir", str(tmp_path / "absent")),
+              f"--model-dir {tmp_path / 'absent'}: no such folder"),
+             (("--span", span, "--model-dir", str(artifact)),
+              f"give {artifact / 'serving_model'}"),
+             (("--span", "2026-13-01", "--model-dir", model), "span (--span): not a date")]
+    for extra, expected in cases:
+        run = _cli(*args, *extra)
+        assert run.returncode == 2, run.stderr[-3000:]
+        (line,) = [x for x in run.stderr.splitlines() if x.startswith("retrain recommend:")]
+        assert expected in line, line
+        assert "SECRET" not in run.stderr + run.stdout and "Traceback" not in run.stderr
+        assert _progress_lines(run.stderr) == [] and "scoring" not in run.stderr
+    assert not (tmp_path / "recs").exists()

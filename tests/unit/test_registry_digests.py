@@ -21,7 +21,7 @@ import pytest
 
 from retrain.common.errors import BadData, kind_of
 from retrain.common.registry import (ModelTampered, Registry, RegistryBroken,
-                                     verify_model_dir)
+                                     require_saved_model, verify_model_dir)
 from test_registry import fake_savedmodel, meta_for
 
 SECRET = "PLANTED-SECRET-3f9a"   # bytes an attacker planted: never in any output
@@ -78,6 +78,24 @@ def test_a_publish_records_every_files_digest_and_readers_accept_it(reg, model):
     assert reg.check_report("ctr") == {"errors": [], "warnings": []}
     with pytest.raises(ValueError, match="registry-owned"):
         reg.publish(model, "ctr", {**meta_for("run-2"), "content": {}})
+
+
+def test_a_path_handed_in_as_a_model_must_hold_one(model, tmp_path):
+    """What `retrain recommend --model-dir` and the text scoring job check before starting
+    workers: BadData (not retried) naming the flag and folder, never a file's content."""
+    require_saved_model(model)
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "notes.txt").write_text(SECRET)
+    (tmp_path / "art" / "serving_model").mkdir(parents=True)
+    (tmp_path / "art" / "serving_model" / "saved_model.pb").write_bytes(b"")
+    for path, expected in ((tmp_path / "plain", "not an exported model"),
+                           (tmp_path / "absent", "no such folder"),
+                           (tmp_path / "plain" / "notes.txt", "no such folder"),
+                           (tmp_path / "art", "give " + str(tmp_path / "art" / "serving_model"))):
+        with pytest.raises(BadData, match="--model-dir") as exc:
+            require_saved_model(path)
+        assert expected in str(exc.value) and SECRET not in str(exc.value)
+        assert kind_of(exc.value) == "bad_data"
 
 
 @pytest.mark.parametrize("same_size", [True, False])
