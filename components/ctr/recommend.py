@@ -102,6 +102,19 @@ def _check_numbers(spec: RecommendSpec) -> None:
             raise RecommendSettingError(name, "must be >= 0 (0: no cap)")
 
 
+def _require_ctr_model(model_dir: str) -> None:
+    """A model exported by another family (the text family's carries assets.extra/
+    labels.json) has extra assets but no CTR feature config; a CTR model exported before
+    feature configs existed has no assets.extra at all and is scored with the default."""
+    from components.ctr import feature_config as F
+    from components.ctr.recommend_roles import RecommendSettingError
+
+    d = Path(model_dir)
+    if (d / "assets.extra").is_dir() and not (d / F.MODEL_CONFIG_PATH).is_file():
+        raise RecommendSettingError("model_dir", f"{d} is not a CTR model exported by retrain "
+                                    f"(no {F.MODEL_CONFIG_PATH} beside its other assets)")
+
+
 def _local_workers(n: int) -> list[str]:
     """DirectRunner options for n worker processes (none for one: in-process)."""
     return ([] if n <= 1 else ["--direct_running_mode=multi_processing",
@@ -132,6 +145,7 @@ def run(spec: RecommendSpec) -> dict:
     model_dir, version = resolve_model(spec)
     if spec.model_dir:   # a path from the user: a model in it, or refused before any worker
         require_saved_model(model_dir)
+        _require_ctr_model(model_dir)
     verify_model_dir(model_dir)   # a registry version handed over by path: checked too
     cfg = feature_config.for_model_dir(model_dir)
     source = R.config_file(model_dir)

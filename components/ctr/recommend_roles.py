@@ -35,7 +35,8 @@ FLAGS = {"user_column": "--user-column", "item_column": "--item-column",
          "item_columns": "--item-columns", "context": "--context",
          "category_column": "--category-column", "span": "--span", "k": "--k",
          "num_shards": "--num-shards", "active_days": "--active-days",
-         "max_users": "--max-users", "max_items": "--max-items", "pool_size": "--pool-size"}
+         "max_users": "--max-users", "max_items": "--max-items", "pool_size": "--pool-size",
+         "model_dir": "--model-dir"}
 
 
 class RecommendSettingError(BadData, ValueError):

@@ -217,7 +217,8 @@ def test_a_model_dir_without_a_model_and_a_bad_span_are_refused_by_name(log_and_
     job's workers, which printed TensorFlow's traceback after the scoring plan; a bad
     --span failed with Python's "month must be in 1..12", naming no flag. Now each is one
     line naming the flag and the path, before a window is read or a worker started, and
-    a model's artifact folder points at its serving_model/."""
+    a model's artifact folder points at its serving_model/. A text model failed in the
+    workers on its text ops; now it is named as no CTR model."""
     root, span, model = log_and_model
     secret = tmp_path / "plain"
     secret.mkdir()
@@ -225,6 +226,10 @@ def test_a_model_dir_without_a_model_and_a_bad_span_are_refused_by_name(log_and_
     artifact = tmp_path / "artifact"
     (artifact / "serving_model").mkdir(parents=True)
     (artifact / "serving_model" / "saved_model.pb").write_bytes(b"")
+    text_model = tmp_path / "text-model"        # another family's export: TensorFlow
+    (text_model / "assets.extra").mkdir(parents=True)   # failed on its ops in the workers
+    (text_model / "saved_model.pb").write_bytes(b"")
+    (text_model / "assets.extra" / "labels.json").write_text('{"tasks": {}}')
     args = ("--raw-root", str(root / "raw"), "--out", str(tmp_path / "recs"),
             "--active-days", "30", "--k", "3", "--max-users", "5", "--max-items", "20")
     cases = [(("--span", span, "--model-dir", str(secret)),
@@ -233,6 +238,8 @@ def test_a_model_dir_without_a_model_and_a_bad_span_are_refused_by_name(log_and_
               f"--model-dir {tmp_path / 'absent'}: no such folder"),
              (("--span", span, "--model-dir", str(artifact)),
               f"give {artifact / 'serving_model'}"),
+             (("--span", span, "--model-dir", str(text_model)),
+              f"model_dir (--model-dir): {text_model} is not a CTR model"),
              (("--span", "2026-13-01", "--model-dir", model), "span (--span): not a date")]
     for extra, expected in cases:
         run = _cli(*args, *extra)
