@@ -28,6 +28,7 @@ from beam_jobs.metrics import counters as beam_counters
 from components.text import rawdata
 from components.text.rawdata import normalize, window_files
 from components.text import task_config as T
+from retrain.common.errors import BadData
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +89,12 @@ class ReadTexts(beam.DoFn):
 
 def model_config(model_dir: str) -> dict:
     """The text config a model was trained with (labels.json); the bundled one for older
-    exports."""
-    labels = json.loads((Path(model_dir) / "assets.extra" / "labels.json").read_text())
+    exports. A model without labels.json (another family's) is refused by name."""
+    path = Path(model_dir) / "assets.extra" / "labels.json"
+    if not path.is_file():
+        raise BadData(f"--model-dir {model_dir} is not a text model exported by retrain "
+                      f"(no assets.extra/labels.json)")
+    labels = json.loads(path.read_text())
     return labels.get("text_config") or T.resolved(T.default())
 
 

@@ -98,6 +98,27 @@ def test_a_path_handed_in_as_a_model_must_hold_one(model, tmp_path):
         assert kind_of(exc.value) == "bad_data"
 
 
+def test_the_text_scoring_job_refuses_a_folder_that_is_no_text_model(tmp_path):
+    """beam_jobs.score_text --model-dir: no SavedModel, or a CTR model (no labels.json),
+    is refused by name before the pipeline starts (was a FileNotFoundError traceback)."""
+    import argparse
+
+    from beam_jobs import score_text
+
+    ctr = tmp_path / "ctr"
+    (ctr / "assets.extra").mkdir(parents=True)
+    (ctr / "saved_model.pb").write_bytes(b"")
+    (ctr / "assets.extra" / "feature_config.json").write_text(SECRET)
+    with pytest.raises(BadData, match="--model-dir .*not an exported model"):
+        score_text.resolve_model(argparse.Namespace(model_dir=str(tmp_path),
+                                                    registry_root=None))
+    model_dir, _ = score_text.resolve_model(argparse.Namespace(model_dir=str(ctr),
+                                                               registry_root=None))
+    with pytest.raises(BadData, match="is not a text model") as exc:
+        score_text.model_config(model_dir)
+    assert SECRET not in str(exc.value)
+
+
 @pytest.mark.parametrize("same_size", [True, False])
 def test_a_file_swapped_after_publish_is_refused_naming_it(reg, model, same_size):
     mdir = three_versions(reg, model)
