@@ -72,10 +72,11 @@ def movielens_src(dataset: str = "100k") -> Path:
     return Path(spec.submodule_search_locations[0]) / folder
 
 
-def partitions(raw: Path, negatives: int = 0, dataset: str = "100k") -> list[str]:
+def partitions(raw: Path, negatives: int = 0, dataset: str = "100k",
+               sampling: str = "uniform") -> list[str]:
     subprocess.run([sys.executable, "movielens_partitions.py", "--dataset", dataset,
                     "--src", str(movielens_src(dataset)), "--out", str(raw),
-                    "--negatives", str(negatives)],
+                    "--negatives", str(negatives), "--negative-sampling", sampling],
                    cwd=REPO / "bench" / "outside_data", check=True, capture_output=True)
     return delivered(raw)
 
@@ -132,6 +133,9 @@ def main(argv=None) -> dict:
     p.add_argument("--train-spec", default="{}", help="PsTrainSpec options, JSON")
     p.add_argument("--train-negatives", type=int, default=0,
                    help="train on a copy with N sampled unrated movies per rating")
+    p.add_argument("--negative-sampling", choices=["uniform", "popularity"],
+                   default="uniform", help="how those movies are drawn "
+                   "(movielens_partitions.py --negative-sampling)")
     p.add_argument("--role", choices=["plain", "validation", "test"], default="plain")
     p.add_argument("--tag", default="", help="name of the setting (validation runs)")
     p.add_argument("--out", default="recommend_quality.json", help="results file name")
@@ -153,7 +157,7 @@ def main(argv=None) -> dict:
         train_raw = raw
         if args.train_negatives:
             train_raw = work / "raw-train"
-            partitions(train_raw, args.train_negatives, args.dataset)
+            partitions(train_raw, args.train_negatives, args.dataset, args.negative_sampling)
         if args.first_day or args.last_day:
             eval_days = [d for d in days if (args.first_day or "") <= d
                          <= (args.last_day or "9999")]
@@ -209,8 +213,8 @@ def main(argv=None) -> dict:
                          if k not in ("keep", "role", "tag", "out")},
             "training_data": ("the plain log" if not args.train_negatives else
                               f"the log plus {args.train_negatives} sampled unrated movies "
-                              "per rating (liked 0); lists made from and measured on the "
-                              "plain log"),
+                              f"per rating (liked 0, drawn {args.negative_sampling}); lists "
+                              "made from and measured on the plain log"),
             "evaluation_days": [eval_days[0], eval_days[-1]],
             "user_days": len(pooled), "distinct_users": int(pooled["user"].nunique()),
             "headline": result["headline"], "verdicts": result["verdicts"],

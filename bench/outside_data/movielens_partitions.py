@@ -17,7 +17,8 @@ by that day, `liked` 0 (ids `neg-...`). A rating log only has rated movies, so a
 trained on it alone learns P(liked | rated), not which movies a user will rate and like;
 the usual fix for implicit feedback is sampled unrated items as negatives. Leak-free: a
 negative is drawn uniformly from the movies that someone had rated by that day, and only
-the user's ratings up to that day are known when drawing."""
+the user's ratings up to that day are known when drawing. `--negative-sampling popularity`
+draws it in proportion to each movie's ratings by that day instead."""
 import argparse
 import csv
 import datetime as dt
@@ -79,6 +80,11 @@ p.add_argument("--dataset", choices=["100k", "1m"], default="100k")
 p.add_argument("--out", required=True, help="raw root to write dt= partitions into")
 p.add_argument("--negatives", type=int, default=0,
                help="sampled unrated movies per rating, liked 0 (a training copy)")
+p.add_argument("--negative-sampling", choices=["uniform", "popularity"], default="uniform",
+               help="draw a negative uniformly from the movies rated by that day, or in "
+                    "proportion to their ratings by that day (popular movies are then as "
+                    "common among negatives as among ratings: popularity alone no longer "
+                    "tells a rating from a negative)")
 p.add_argument("--seed", type=int, default=7)
 a = p.parse_args()
 ratings, users, movies = (read_1m if a.dataset == "1m" else read_100k)(pathlib.Path(a.src))
@@ -97,26 +103,31 @@ if a.negatives:
     rng = random.Random(a.seed)
     known: list[str] = []                       # movies someone rated by this day
     known_set: set[str] = set()
+    by_rating: list[str] = []                   # one entry per rating by this day
     rated: dict[str, set[str]] = {}             # the user's movies up to this day
     by_id = {f"m{m}": m for m in movies}
     for day in sorted(days):
         rows = days[day]
         for r in rows:
             rated.setdefault(r["user_id"], set()).add(r["movie_id"])
+            by_rating.append(r["movie_id"])
             if r["movie_id"] not in known_set:
                 known_set.add(r["movie_id"])
                 known.append(r["movie_id"])
         extra, drawn = [], {}
+        urn = by_rating if a.negative_sampling == "popularity" else known
         for r in rows:
             mine = rated[r["user_id"]]
             taken = drawn.setdefault(r["user_id"], set())   # one negative per movie a day
             if len(mine) + len(taken) + a.negatives > len(known) // 2:
                 continue                                    # nearly every movie rated
             for _ in range(a.negatives):
-                while True:
-                    m = known[rng.randrange(len(known))]
+                for _ in range(10_000):     # a heavy rater of the popular ones: give up
+                    m = urn[rng.randrange(len(urn))]
                     if m not in mine and m not in taken:
                         break
+                else:
+                    break
                 taken.add(m)
                 movie = movies[by_id[m]]
                 extra.append({**r, "rating_id": f"neg-{r['user_id'][1:]}-{m[1:]}-{day}",

@@ -173,10 +173,13 @@ def test_item_knn_reads_arrow_columns_of_integer_ids():
                           3) == {"4": ["11", "12", "13"]}
 
 
-def test_movielens_training_negatives_are_leak_free(tmp_path):
+@pytest.mark.parametrize("sampling", ["uniform", "popularity"])
+def test_movielens_training_negatives_are_leak_free(tmp_path, sampling):
     """The bench's training copy (movielens_partitions.py --negatives): every rating is
     kept, and each sampled negative (liked 0) is a movie that someone had rated by that
-    day and that user had not, so nothing from a later day decides a training row."""
+    day and that user had not, so nothing from a later day decides a training row.
+    Drawn in proportion to the ratings so far, the negatives are as popular as the
+    ratings; drawn uniformly, far less."""
     import gzip
     import importlib.util
     import json
@@ -190,11 +193,12 @@ def test_movielens_training_negatives_are_leak_free(tmp_path):
     src = Path(spec.submodule_search_locations[0]) / "datasets" / "data"
     bench = Path(__file__).resolve().parents[2] / "bench" / "outside_data"
     subprocess.run([sys.executable, "movielens_partitions.py", "--src", str(src), "--out",
-                    str(tmp_path), "--negatives", "1"], cwd=bench, check=True,
+                    str(tmp_path), "--negatives", "1", "--negative-sampling", sampling], cwd=bench, check=True,
                    capture_output=True)
     rated: dict[str, set[str]] = {}
     known: set[str] = set()
     ratings = negatives = 0
+    counts: dict[str, dict[str, int]] = {"rating": {}, "negative": {}}
     for day in sorted(tmp_path.glob("dt=*")):
         rows = [json.loads(line) for line in gzip.open(day / "part-00000.jsonl.gz", "rt")]
         real = [r for r in rows if not r["rating_id"].startswith("neg-")]
@@ -202,6 +206,8 @@ def test_movielens_training_negatives_are_leak_free(tmp_path):
             rated.setdefault(r["user_id"], set()).add(r["movie_id"])
             known.add(r["movie_id"])
         for r in rows:
+            kind = "negative" if r["rating_id"].startswith("neg-") else "rating"
+            counts[kind][r["movie_id"]] = counts[kind].get(r["movie_id"], 0) + 1
             if r["rating_id"].startswith("neg-"):
                 negatives += 1
                 assert r["liked"] == 0
@@ -209,6 +215,14 @@ def test_movielens_training_negatives_are_leak_free(tmp_path):
         ratings += len(real)
         assert len({r["rating_id"] for r in rows}) == len(rows)
     assert ratings == 100_000 and negatives > 50_000
+    top = sorted(counts["rating"], key=counts["rating"].get)[-100:]   # the 100 most rated
+    share = {k: sum(c.get(m, 0) for m in top) / sum(c.values()) for k, c in counts.items()}
+    # The 100 most rated hold 0.30 of the ratings; of the negatives 0.18 by popularity
+    # (a user's own ratings are left out, and they are mostly of these), 0.04 uniformly.
+    if sampling == "popularity":
+        assert share["negative"] > 0.45 * share["rating"], share
+    else:
+        assert share["negative"] < 0.25 * share["rating"], share
 
 
 def test_the_bench_window_leaves_out_days_without_ratings(tmp_path):
