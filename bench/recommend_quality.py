@@ -226,14 +226,21 @@ def main(argv=None) -> dict:
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
         RESULTS.mkdir(parents=True, exist_ok=True)
         if args.role == "validation":
-            runs = json.loads(VALIDATION.read_text()) if VALIDATION.is_file() else []
-            runs.append({k: out[k] for k in ("tag", "command", "data", "settings",
-                                             "training_data",
-                                             "evaluation_days", "user_days", "headline",
-                                             "verdicts", "trainings", "seconds")}
-                        | {"precision_at_k": {n: out["pool"][n]["precision_at_k"]
-                                              for n in ("model", "popularity", "item_knn")}})
-            VALIDATION.write_text(json.dumps(runs, indent=2) + "\n")
+            import fcntl
+
+            # Settings are validated side by side: each run appends under a lock, so a
+            # run that ends at the same moment as another cannot drop it.
+            with open(VALIDATION.with_suffix(".lock"), "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                runs = json.loads(VALIDATION.read_text()) if VALIDATION.is_file() else []
+                runs.append({k: out[k] for k in ("tag", "command", "data", "settings",
+                                                 "training_data", "evaluation_days",
+                                                 "user_days", "headline", "verdicts",
+                                                 "trainings", "seconds")}
+                            | {"precision_at_k": {n: out["pool"][n]["precision_at_k"]
+                                                  for n in ("model", "popularity",
+                                                            "item_knn")}})
+                VALIDATION.write_text(json.dumps(runs, indent=2) + "\n")
         else:
             if args.role == "test":
                 runs = json.loads(VALIDATION.read_text()) if VALIDATION.is_file() else []
