@@ -30,6 +30,8 @@ figures) to bench/results/recommend_quality_validation.json, `--role test` write
 copy of the log with N sampled unrated movies per rating (movielens_partitions.py
 --negatives); the lists are still made from, and measured on, the plain log.
 `--train-spec` passes PsTrainSpec options (JSON), e.g. '{"epochs": 5, "fm_dim": 16}'.
+`--history N` gives the model each user's N most recently liked movies as an input
+(`with_history`), on the lists' log and the training copy alike.
 """
 from __future__ import annotations
 
@@ -73,12 +75,29 @@ def movielens_src(dataset: str = "100k") -> Path:
 
 
 def partitions(raw: Path, negatives: int = 0, dataset: str = "100k",
-               sampling: str = "uniform") -> list[str]:
+               sampling: str = "uniform", history: int = 0) -> list[str]:
     subprocess.run([sys.executable, "movielens_partitions.py", "--dataset", dataset,
                     "--src", str(movielens_src(dataset)), "--out", str(raw),
-                    "--negatives", str(negatives), "--negative-sampling", sampling],
+                    "--negatives", str(negatives), "--negative-sampling", sampling,
+                    "--history", str(history)],
                    cwd=REPO / "bench" / "outside_data", check=True, capture_output=True)
     return delivered(raw)
+
+
+def with_history(config: Path, history: int, out: Path) -> Path:
+    """`config` plus the user's recent liked movies (`recent_movies`, written by
+    `movielens_partitions.py --history`) as a multi-valued input crossed with the other
+    factor fields: the candidate movie against the movies the user liked last."""
+    import yaml
+
+    d = yaml.safe_load(config.read_text())
+    movie = next(f for f in d["features"] if f["name"] == "movie_id")
+    d["features"].append({"name": "recent_movies", "kind": "multi_categorical",
+                          "transform": "vocabulary", "top_k": movie["top_k"],
+                          "oov_buckets": movie["oov_buckets"], "max_values": history})
+    d["model"]["fm_fields"] = [*d["model"]["fm_fields"], "recent_movies"]
+    out.write_text(yaml.safe_dump(d, sort_keys=False))
+    return out
 
 
 def delivered(raw: Path) -> list[str]:
@@ -136,6 +155,9 @@ def main(argv=None) -> dict:
     p.add_argument("--negative-sampling", choices=["uniform", "popularity"],
                    default="uniform", help="how those movies are drawn "
                    "(movielens_partitions.py --negative-sampling)")
+    p.add_argument("--history", type=int, default=0,
+                   help="give the model the user's N most recently liked movies as a "
+                   "multi-valued input crossed with the candidate movie (with_history)")
     p.add_argument("--role", choices=["plain", "validation", "test"], default="plain")
     p.add_argument("--tag", default="", help="name of the setting (validation runs)")
     p.add_argument("--out", default="recommend_quality.json", help="results file name")
@@ -153,11 +175,15 @@ def main(argv=None) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     try:
         raw = work / "raw"
-        days = partitions(raw, dataset=args.dataset)
+        days = partitions(raw, dataset=args.dataset, history=args.history)
         train_raw = raw
         if args.train_negatives:
             train_raw = work / "raw-train"
-            partitions(train_raw, args.train_negatives, args.dataset, args.negative_sampling)
+            partitions(train_raw, args.train_negatives, args.dataset, args.negative_sampling,
+                       args.history)
+        config = Path(args.config)
+        if args.history:
+            config = with_history(config, args.history, work / "feature_config.yaml")
         if args.first_day or args.last_day:
             eval_days = [d for d in days if (args.first_day or "") <= d
                          <= (args.last_day or "9999")]
@@ -170,7 +196,7 @@ def main(argv=None) -> dict:
             if n % args.retrain_every == 0:
                 try:
                     model_dir, seconds = train(work, train_raw, span, args.train_window,
-                                               Path(args.config), options)
+                                               config, options)
                 except ValueError as e:
                     if model_dir is None:
                         raise
@@ -214,7 +240,10 @@ def main(argv=None) -> dict:
             "training_data": ("the plain log" if not args.train_negatives else
                               f"the log plus {args.train_negatives} sampled unrated movies "
                               f"per rating (liked 0, drawn {args.negative_sampling}); lists "
-                              "made from and measured on the plain log"),
+                              "made from and measured on the plain log")
+            + (f"; each row with the user's {args.history} most recently liked movies "
+               "before it (recent_movies, crossed with the candidate)" if args.history
+               else ""),
             "evaluation_days": [eval_days[0], eval_days[-1]],
             "user_days": len(pooled), "distinct_users": int(pooled["user"].nunique()),
             "headline": result["headline"], "verdicts": result["verdicts"],

@@ -18,7 +18,13 @@ trained on it alone learns P(liked | rated), not which movies a user will rate a
 the usual fix for implicit feedback is sampled unrated items as negatives. Leak-free: a
 negative is drawn uniformly from the movies that someone had rated by that day, and only
 the user's ratings up to that day are known when drawing. `--negative-sampling popularity`
-draws it in proportion to each movie's ratings by that day instead."""
+draws it in proportion to each movie's ratings by that day instead.
+
+`--history N` adds `recent_movies` to every row: the user's N most recently liked movies
+(most recent first) among their ratings strictly before this one's second, so a row never
+carries its own rating or a later one; a sampled negative carries its rating's. The
+recommendation job reads a user's latest row, so their list holds what they liked up to
+just before their last rating in the window."""
 import argparse
 import csv
 import datetime as dt
@@ -85,20 +91,44 @@ p.add_argument("--negative-sampling", choices=["uniform", "popularity"], default
                     "proportion to their ratings by that day (popular movies are then as "
                     "common among negatives as among ratings: popularity alone no longer "
                     "tells a rating from a negative)")
+p.add_argument("--history", type=int, default=0,
+               help="add recent_movies: the user's N most recently liked movies before "
+                    "each rating (0: no such column)")
 p.add_argument("--seed", type=int, default=7)
 a = p.parse_args()
 ratings, users, movies = (read_1m if a.dataset == "1m" else read_100k)(pathlib.Path(a.src))
 
+
+
+def recent_liked(liked: list[tuple[int, str]], before: int, n: int) -> list[str]:
+    """The last `n` movies of `liked` ((second, movie) in time order) rated before
+    `before`, most recent first."""
+    out = []
+    for ts, movie in reversed(liked):
+        if len(out) == n:
+            break
+        if ts < before:
+            out.append(movie)
+    return out
+
+
 days: dict[str, list[dict]] = {}
+liked_by: dict[str, list[tuple[int, str]]] = {}
 for r in sorted(ratings, key=lambda r: r["timestamp"]):
     when = dt.datetime.fromtimestamp(r["timestamp"], dt.timezone.utc)
     user, movie = users[r["user_id"]], movies[r["movie_id"]]
+    history = {}
+    if a.history:
+        mine = liked_by.setdefault(r["user_id"], [])
+        history = {"recent_movies": recent_liked(mine, r["timestamp"], a.history)}
+        if r["rating"] >= 4:
+            mine.append((r["timestamp"], f"m{r['movie_id']}"))
     days.setdefault(when.date().isoformat(), []).append({
         "rating_id": f"ml-{r['user_id']}-{r['movie_id']}", "liked": int(r["rating"] >= 4),
         "user_id": f"u{r['user_id']}", "movie_id": f"m{r['movie_id']}",
         "age": float(user["age"]), "gender": user["gender"], "occupation": user["occupation"],
         "genres": movie["genres"], "release_year": movie["release_year"],
-        "hour": when.hour, "ts": r["timestamp"]})
+        "hour": when.hour, "ts": r["timestamp"], **history})
 if a.negatives:
     rng = random.Random(a.seed)
     known: list[str] = []                       # movies someone rated by this day

@@ -527,7 +527,7 @@ def _references(d: dict) -> list[tuple[tuple, str]]:
                 if n not in categorical:
                     found.append((("model", key), f"{word_text(n)} is not a categorical "
                                                   f"feature or cross"))
-                elif key in ("count_features", "fm_fields") and n in multi:
+                elif key == "count_features" and n in multi:
                     found.append((("model", key), f"{word_text(n)} is multi-valued; {key} "
                                                   f"need single-valued fields"))
     if isinstance(d.get("validation"), dict):

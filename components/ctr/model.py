@@ -7,7 +7,7 @@ parameter server, so under a strategy scope no table is materialised whole on th
 coordinator. Regularised per-ID biases (a prior applied to looked-up rows, weighted by
 1 / count), item popularity, numerics, a small MLP over low-dimensional embeddings and
 optional factorization-machine crosses; multi-valued fields take the masked mean over
-their present values.
+their present values (in the crosses too: a user's recent items against the candidate).
 """
 from __future__ import annotations
 
@@ -93,50 +93,30 @@ def build_net(cfg: dict, counts: dict | None = None, base_rate: float = 0.04):
         def forward(self, feats, training=False):
             """Click probability and the batch's prior penalty (0 without inverse counts)."""
             p = self.params
+
+            def lookup(table, k, prior):
+                return rows_of(table, feats[transformed_name(k)], k in cfg["multi"],
+                               feats.get(prior))
+
             terms, vectors = [], []
             penalty = tf.constant(0.0)
             for k in cfg["rows"]:
-                ids = feats[transformed_name(k)]
-                if k in cfg["multi"]:
-                    # Padded ids (-1 = empty slot): masked mean over the present values;
-                    # the prior applies to every present value's row.
-                    mask = tf.cast(tf.greater_equal(ids, 0), tf.float32)        # (b, L)
-                    ids = tf.maximum(ids, 0)
-                    present = tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)      # (b,)
-                    b_all = tf.nn.embedding_lookup(p.bias[k], ids)[:, :, 0]     # (b, L)
-                    terms.append(tf.reduce_sum(b_all * mask, axis=1) / present)
-                    inv = feats.get(f"__prior_bias_{k}")
-                    if inv is not None:
-                        penalty += tf.reduce_mean(tf.reduce_sum(inv * mask * tf.square(b_all), 1))
-                    if k in p.emb:
-                        e_all = tf.nn.embedding_lookup(p.emb[k], ids)          # (b, L, d)
-                        vectors.append(tf.reduce_sum(e_all * mask[:, :, None], axis=1)
-                                       / present[:, None])
-                        inv = feats.get(f"__prior_emb_{k}")
-                        if inv is not None:
-                            penalty += tf.reduce_mean(tf.reduce_sum(
-                                inv * mask * tf.reduce_sum(tf.square(e_all), axis=2), 1))
-                    continue
-                b = tf.reshape(tf.nn.embedding_lookup(p.bias[k], ids), [-1])
-                terms.append(b)
-                inv = feats.get(f"__prior_bias_{k}")
-                if inv is not None:
-                    penalty += tf.reduce_mean(inv * tf.square(b))
+                b, cost = lookup(p.bias[k], k, f"__prior_bias_{k}")
+                terms.append(b[:, 0])
+                penalty += cost
                 if k in p.emb:
-                    e = tf.nn.embedding_lookup(p.emb[k], ids)
+                    e, cost = lookup(p.emb[k], k, f"__prior_emb_{k}")
                     vectors.append(e)
-                    inv = feats.get(f"__prior_emb_{k}")
-                    if inv is not None:
-                        penalty += tf.reduce_mean(inv * tf.reduce_sum(tf.square(e), axis=1))
+                    penalty += cost
             if cfg["fm"]:
-                # sum over pairs <v_a, v_b> = ((sum v)^2 - sum v^2) / 2, summed over factors
+                # sum over pairs <v_a, v_b> = ((sum v)^2 - sum v^2) / 2, summed over factors;
+                # a multi-valued field's v is the mean of its values' factors (a user's
+                # recent items against the candidate item: an item-to-item cross).
                 factors = []
                 for k in cfg["fm"]:
-                    v = tf.nn.embedding_lookup(p.fm[k], feats[transformed_name(k)])
+                    v, cost = lookup(p.fm[k], k, f"__prior_fm_{k}")
                     factors.append(v)
-                    inv = feats.get(f"__prior_fm_{k}")
-                    if inv is not None:
-                        penalty += tf.reduce_mean(inv * tf.reduce_sum(tf.square(v), axis=1))
+                    penalty += cost
                 total = tf.add_n(factors)
                 terms.append(0.5 * tf.reduce_sum(
                     tf.square(total) - tf.add_n([tf.square(v) for v in factors]), axis=1))
@@ -164,6 +144,23 @@ def build_net(cfg: dict, counts: dict | None = None, base_rate: float = 0.04):
             return self.forward(feats, training=False)[0]
 
     return CtrNet()
+
+
+def rows_of(table, ids, multi: bool, inv=None):
+    """(rows of `table` per example, the batch's prior penalty on them; 0 without the
+    inverse counts `inv`). A multi-valued field (ids padded with -1) takes the masked mean
+    over its present values, and the prior applies to every present value's row."""
+    import tensorflow as tf
+    if not multi:
+        rows = tf.nn.embedding_lookup(table, ids)                               # (b, d)
+        return rows, (tf.constant(0.0) if inv is None else
+                      tf.reduce_mean(inv * tf.reduce_sum(tf.square(rows), axis=1)))
+    mask = tf.cast(tf.greater_equal(ids, 0), tf.float32)                        # (b, L)
+    present = tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)                      # (b,)
+    rows = tf.nn.embedding_lookup(table, tf.maximum(ids, 0))                    # (b, L, d)
+    mean = tf.reduce_sum(rows * mask[:, :, None], axis=1) / present[:, None]
+    return mean, (tf.constant(0.0) if inv is None else tf.reduce_mean(tf.reduce_sum(
+        inv * mask * tf.reduce_sum(tf.square(rows), axis=2), axis=1)))
 
 
 def dense_value(v):

@@ -166,7 +166,7 @@ def _config(spec: PsTrainSpec, fcfg=None) -> dict:
     fcfg = fc.default() if fcfg is None else fcfg
     deep_fields, count_features, id_l2, fm_fields = _fields(spec, fcfg)
     fcfg.check_fields("PsTrainSpec.deep_fields", deep_fields)
-    fcfg.check_fields("PsTrainSpec.fm_fields", fm_fields, single_valued=True)
+    fcfg.check_fields("PsTrainSpec.fm_fields", fm_fields)
     if len(fm_fields) == 1 or (fm_fields and spec.fm_dim < 1):
         raise ValueError(f"fm_fields crosses pairs: name two or more fields and set fm_dim "
                          f">= 1 (got {fm_fields}, fm_dim={spec.fm_dim})")

@@ -153,8 +153,6 @@ def _problems(d) -> str:
      "model.deep_fields: 'dwell_time' is not a categorical feature or cross"),
     (lambda d: d["model"].update(count_features=["tags"]),
      "model.count_features: 'tags' is multi-valued"),
-    (lambda d: d["model"].update(fm_fields=["tags", "country"]),
-     "model.fm_fields: 'tags' is multi-valued"),
     (lambda d: d["model"].update(fm_fields=["country"]),
      "model.fm_fields: crosses pairs of fields: name two or more"),
     (lambda d: d["model"].update(fm_dim=8), "model.fm_dim: unknown key (allowed: count_features, deep_fields"),

