@@ -70,6 +70,8 @@ class PairScorer:
         self._k = k
         self._version = model_version
         self._item_ids = np.asarray(items.column(layout.item_column).to_pylist(), dtype=object)
+        # Seen lists hold ids as text (SEEN), whatever the id column's type.
+        self._item_text = np.asarray([str(i) for i in self._item_ids], dtype=object)
         self._item_raw = rawdata.to_raw_features(
             items, self._cfg, [c for c in (layout.item_column, *layout.item_columns)
                                if c in self._inputs])
@@ -111,7 +113,7 @@ class PairScorer:
 
     @property
     def item_ids(self) -> list[str]:
-        return [str(i) for i in self._item_ids]
+        return list(self._item_text)
 
     def score_blocks(self, users: pa.Table) -> Iterator[tuple[list, np.ndarray]]:
         """(user ids, scores [users, items]) per model call, every user of `users`."""
@@ -146,4 +148,5 @@ class PairScorer:
         """Indices of the pool items not in `seen` (all of them when None)."""
         if not seen:
             return self._all
-        return np.flatnonzero(~np.isin(self._item_ids, np.asarray(seen, dtype=object)))
+        return np.flatnonzero(~np.isin(self._item_text,
+                                       np.asarray([str(i) for i in seen], dtype=object)))
