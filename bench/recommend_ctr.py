@@ -177,25 +177,25 @@ def as_loop(work: Path, model_dir: str, k: int) -> None:
     loop(work / "inputs", model_dir, layout, k, work / "out-loop" / "loop.json")
 
 
-def write_inputs(inputs: Path, users, pool, shards: int) -> None:
+def write_inputs(inputs: Path, users_dir: Path, pool) -> None:
+    """The job's inputs: the profiles job's user shards and this pool."""
     import pyarrow.parquet as pq
 
-    from components.ctr import recommend_inputs as I
     from components.ctr.recommend_layout import ITEMS_FILE, USERS_DIR
 
-    (inputs / USERS_DIR).mkdir(parents=True)
-    for i, shard in enumerate(I.shards(users, "user_id", shards)):
-        pq.write_table(shard, inputs / USERS_DIR / f"part-{i:05d}.parquet")
+    inputs.mkdir(parents=True)
+    shutil.copytree(users_dir, inputs / USERS_DIR)
     pq.write_table(pool, inputs / ITEMS_FILE)
 
 
-def memory(work: Path, model_dir: str, layout, users, pool, args) -> list[dict]:
+def memory(work: Path, model_dir: str, layout, users, users_dir: Path, pool,
+           args) -> list[dict]:
     """Each pool size x 1 and 2 workers: the job in a fresh process, its workers' peaks."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO)}
     points = []
     for n in (int(x) for x in args.memory_items.split(",")):
         inputs = work / f"inputs-{n}"
-        write_inputs(inputs, users, widen(pool, n, layout.item_column), args.shards)
+        write_inputs(inputs, users_dir, widen(pool, n, layout.item_column))
         for workers in (1, 2):
             out = work / f"out-mem-{n}-{workers}"
             t0 = time.perf_counter()
@@ -253,8 +253,12 @@ def main(argv=None) -> dict:
                         "at each instead of the throughput comparison")
     args = p.parse_args(argv)
 
+    import pyarrow.parquet as pq
+
+    from beam_jobs import recommend_profiles
     from components.ctr import feature_config
     from components.ctr import recommend_inputs as I
+    from components.ctr.recommend_layout import USERS_DIR
     from components.ctr.recommend_scoring import PairLayout
 
     work = Path(tempfile.mkdtemp(prefix="bench-recommend-"))
@@ -265,14 +269,24 @@ def main(argv=None) -> dict:
         cfg = feature_config.for_model_dir(model_dir)
         layout = PairLayout("user_id", "item_id", ("category_id", "price", "item_age_days"),
                             {"position": 1})
-        rows, _ = I.read_window(str(work / "raw/ctr"), "2026-11-03", 3, cfg)
         inputs_cols = [c for c in cfg.raw_columns() if c not in (cfg.label, cfg.example_id)]
-        users = I.users(rows, "user_id", [c for c in layout.user_columns(inputs_cols)
-                                          if c != "user_id"])
-        pool = I.items(rows, cfg.label, "item_id", list(layout.item_columns), "window", 0)
+        profiles = work / "profiles"
+        recommend_profiles.run([
+            "--raw-root", str(work / "raw/ctr"),
+            "--days", json.dumps(["2026-11-01", "2026-11-02", "2026-11-03"]),
+            "--model-dir", model_dir, "--output-dir", str(profiles),
+            "--user-column", "user_id", "--item-column", "item_id",
+            "--user-side", json.dumps([c for c in layout.user_columns(inputs_cols)
+                                       if c != "user_id"]),
+            "--item-side", json.dumps(list(layout.item_columns)),
+            "--num-shards", str(args.shards)])
+        users_dir = profiles / USERS_DIR
+        users = pq.read_table(users_dir)
+        pool = I.pool(pq.read_table(profiles / recommend_profiles.WINDOW_ITEMS), "item_id",
+                      "window", 0)
         machine = {"cpus": os.cpu_count(), "python": platform.python_version()}
         if args.memory_items:
-            points = memory(work, model_dir, layout, users, pool, args)
+            points = memory(work, model_dir, layout, users, users_dir, pool, args)
             result = {"command": "bench/recommend_ctr.py " + " ".join(argv or sys.argv[1:]),
                       "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                       "users": users.num_rows, "window_pool_items": pool.num_rows,
@@ -283,7 +297,7 @@ def main(argv=None) -> dict:
             (RESULTS / "recommend_memory.json").write_text(json.dumps(result, indent=2) + "\n")
             return result
         inputs = work / "inputs"
-        write_inputs(inputs, users, pool, args.shards)
+        write_inputs(inputs, users_dir, pool)
 
         (work / "layout.json").write_text(json.dumps(dataclasses.asdict(layout)))
         outs = {name: work / f"out-{name}" for name in ("loop", "beam-1", "beam-2")}

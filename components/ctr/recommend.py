@@ -5,17 +5,19 @@ published CTR model, written as one dated partition.
         "span": "2026-11-07", "registry_root": "var/registry",
         "output_dir": "var/recommendations/ctr/dt=2026-11-08"}'
 
-Steps: resolve the model (the registry's published version, or a given one); read the
-last `active_days` delivered days with the model's feature config; settle the column
-roles (user, item, item side, context: the spec's, or derived from the feature config and
-the window by `recommend_roles`, with a `RecommendSettingError` naming a setting that
+Steps: resolve the model (the registry's published version, or a given one); list the
+last `active_days` delivered days; settle the column roles (user, item, item side,
+context: the spec's, or derived from the feature config and a bounded sample of the
+newest rows by `recommend_roles`, with a `RecommendSettingError` naming a setting that
 cannot be); build the users (latest user-side columns; the `max_users` most active when
-capped) and the candidate pool (`recommend_inputs`; its first `max_items` when capped);
-say on stderr what will be scored and about how long it takes; write them, users sharded
-by a stable hash, into the partition's `inputs/`; run the Beam job
-(`beam_jobs.recommend_ctr`) over the shards, a progress line (done/total, rate, time
-left) on stderr every `progress_seconds`; check the output's contract
-(`recommend_quality.check_output`) and commit the partition atomically with a
+capped; with `exclude_seen` the items they met in the window or the longer `seen_days`,
+at most `seen_max`, the newest) and the items' table with the Beam job
+`beam_jobs.recommend_profiles` (no process holds the window), users sharded by a stable
+hash into the partition's `inputs/`; pick the candidate pool (`recommend_inputs.pool`;
+its first `max_items` when capped); say on stderr what will be scored and about how long
+it takes; run the Beam job (`beam_jobs.recommend_ctr`) over the shards, a progress line
+(done/total, rate, time left) on stderr every `progress_seconds`; check the output's
+contract (`recommend_quality.check_output`) and commit the partition atomically with a
 `summary.json` naming the model version and every raw day read. A partition that breaks
 the contract is never committed. `components.ctr.recommend_eval` measures it once the
 next day's clicks have arrived.
@@ -60,7 +62,10 @@ class RecommendSpec:
     item_columns: list[str] | None = None   # item-side inputs besides the item id
     category_column: str | None = None      # top_per_category only
     context: dict | None = None             # inputs every pair gets, e.g. {"position": 1}
-    exclude_seen: bool = False     # never recommend an item the user was shown in the window
+    exclude_seen: bool = False     # never recommend an item the user was shown before
+    seen_days: int = 0             # exclude_seen: the days whose items count as seen
+                                   # (0: the active days; more: a longer memory)
+    seen_max: int = 1000           # exclude_seen: at most this many per user, the newest
     max_users: int = 0             # the most active users only (0: every active user)
     max_items: int = 0             # the first items of the pool only (0: the whole pool)
     num_shards: int = 8            # user shards: the job's unit of parallel work
@@ -97,7 +102,12 @@ def _check_numbers(spec: RecommendSpec) -> None:
     for name in ("k", "num_shards", "active_days", "batch_pairs"):
         if getattr(spec, name) < 1:
             raise RecommendSettingError(name, "must be >= 1")
-    for name in ("max_users", "max_items", "pool_size"):
+    if spec.exclude_seen and spec.seen_max < 1:
+        raise RecommendSettingError("seen_max", "must be >= 1 with exclude_seen")
+    if 0 < spec.seen_days < spec.active_days:
+        raise RecommendSettingError("seen_days", f"must be 0 (the active days) or at least "
+                                    f"active_days ({spec.active_days})")
+    for name in ("max_users", "max_items", "pool_size", "seen_days"):
         if getattr(spec, name) < 0:
             raise RecommendSettingError(name, "must be >= 0 (0: no cap)")
 
@@ -127,7 +137,7 @@ def run(spec: RecommendSpec) -> dict:
 
     import pyarrow.parquet as pq
 
-    from beam_jobs import recommend_ctr
+    from beam_jobs import recommend_ctr, recommend_profiles
     from components.output_commit import output_commit
     from components.ctr import feature_config
     from components.ctr import recommend_inputs as I
@@ -150,38 +160,51 @@ def run(spec: RecommendSpec) -> dict:
     cfg = feature_config.for_model_dir(model_dir)
     source = R.config_file(model_dir)
     user_col, item_col, derived = R.ids(cfg, source, spec.user_column, spec.item_column)
-    rows, days = I.read_window(spec.raw_root, spec.span, spec.active_days, cfg)
-    roles = R.sides(rows, cfg, source, user_col, item_col, item_columns=spec.item_columns,
-                    context=spec.context, category_column=spec.category_column,
-                    pool=spec.pool, derived=derived)
+    days = I.delivered_days(spec.raw_root, spec.span, spec.active_days)
+    if not days:
+        raise FileNotFoundError(f"no delivered day in {spec.raw_root} for the "
+                                f"{spec.active_days} days ending {spec.span}: nothing to "
+                                f"recommend from")
+    roles = R.sides(I.sample_rows(spec.raw_root, days, cfg), cfg, source, user_col, item_col,
+                    item_columns=spec.item_columns, context=spec.context,
+                    category_column=spec.category_column, pool=spec.pool, derived=derived)
     layout = PairLayout(user_col, item_col, roles.item_columns, roles.context)
     inputs = R.inputs_of(cfg)
     user_side = [c for c in layout.user_columns(inputs) if c != user_col]
     say(f"columns of feature config {cfg.name or '(unnamed)'!r}: {roles.describe(user_side)}")
-    active = I.users(rows, user_col, user_side, item_col if spec.exclude_seen else None)
-    users = I.most_active(active, rows, user_col, spec.max_users)
-    whole_pool = I.items(rows, cfg.label, item_col, list(roles.item_columns), spec.pool,
-                         spec.pool_size, roles.category_column)
-    pool = (whole_pool.slice(0, spec.max_items)
-            if 0 < spec.max_items < whole_pool.num_rows else whole_pool)
-    total = users.num_rows * pool.num_rows
-    everything, capped = active.num_rows * whole_pool.num_rows, []
-    if users.num_rows < active.num_rows:
-        capped.append(f"the {users.num_rows:,} most active of {active.num_rows:,} users")
-    if pool.num_rows < whole_pool.num_rows:
-        capped.append(f"the first {pool.num_rows:,} of {whole_pool.num_rows:,} pool items")
-    say(plan_line(users.num_rows, pool.num_rows)
-        + (f" (capped: {', '.join(capped)}; all of them, {everything:,} pairs, about "
-           f"{duration(everything / PAIRS_PER_SECOND)}, with max_users and max_items 0: "
-           f"retrain recommend --all)" if capped else ""))
-    log.info("scoring %d users active in %s..%s against %d candidate items (pool %s)",
-             users.num_rows, days[0], days[-1], pool.num_rows, spec.pool)
+    seen_days = (I.delivered_days(spec.raw_root, spec.span, spec.seen_days)
+                 if spec.exclude_seen and spec.seen_days > spec.active_days else [])
     with output_commit(spec.output_dir) as tmp:
-        shard_dir = Path(tmp) / INPUTS_DIR / USERS_DIR
-        shard_dir.mkdir(parents=True)
-        for i, shard in enumerate(I.shards(users, user_col, spec.num_shards)):
-            pq.write_table(shard, shard_dir / f"part-{i:05d}.parquet")
-        pq.write_table(pool, Path(tmp) / INPUTS_DIR / ITEMS_FILE)
+        inputs_dir = Path(tmp) / INPUTS_DIR
+        profiles = recommend_profiles.run([
+            "--raw-root", spec.raw_root, "--days", json.dumps(days),
+            "--seen-days", json.dumps(seen_days), "--model-dir", model_dir,
+            "--output-dir", str(inputs_dir), "--user-column", user_col,
+            "--item-column", item_col, "--user-side", json.dumps(user_side),
+            "--item-side", json.dumps(list(roles.item_columns)),
+            "--seen-max", str(spec.seen_max if spec.exclude_seen else 0),
+            "--max-users", str(spec.max_users), "--num-shards", str(spec.num_shards),
+            *_local_workers(spec.beam_workers), *spec.beam_args])
+        window_items = inputs_dir / recommend_profiles.WINDOW_ITEMS
+        whole_pool = I.pool(pq.read_table(window_items), item_col, spec.pool, spec.pool_size,
+                            roles.category_column)
+        window_items.unlink()
+        pool = (whole_pool.slice(0, spec.max_items)
+                if 0 < spec.max_items < whole_pool.num_rows else whole_pool)
+        pq.write_table(pool, inputs_dir / ITEMS_FILE)
+        n_users, n_active = profiles["users_written"], profiles["active_users"]
+        total = n_users * pool.num_rows
+        everything, capped = n_active * whole_pool.num_rows, []
+        if n_users < n_active:
+            capped.append(f"the {n_users:,} most active of {n_active:,} users")
+        if pool.num_rows < whole_pool.num_rows:
+            capped.append(f"the first {pool.num_rows:,} of {whole_pool.num_rows:,} pool items")
+        say(plan_line(n_users, pool.num_rows)
+            + (f" (capped: {', '.join(capped)}; all of them, {everything:,} pairs, about "
+               f"{duration(everything / PAIRS_PER_SECOND)}, with max_users and max_items 0: "
+               f"retrain recommend --all)" if capped else ""))
+        log.info("scoring %d users active in %s..%s against %d candidate items (pool %s)",
+                 n_users, days[0], days[-1], pool.num_rows, spec.pool)
         progress_dir = Path(tmp) / PROGRESS_DIR
         progress_dir.mkdir()
         with Progress(total, lambda: recommend_ctr.pairs_done(progress_dir),
@@ -195,6 +218,9 @@ def run(spec: RecommendSpec) -> dict:
                 *_local_workers(spec.beam_workers), *spec.beam_args])
         shutil.rmtree(progress_dir, ignore_errors=True)
         recs = pq.read_table(sorted(str(p) for p in Path(tmp).glob("part-*.parquet")))
+        users = pq.read_table(sorted(str(p) for p in (inputs_dir / USERS_DIR)
+                                     .glob("part-*.parquet")),
+                              columns=[user_col, *([I.SEEN] if spec.exclude_seen else [])])
         ids = [str(u) for u in users.column(user_col).to_pylist()]
         seen = (dict(zip(ids, users.column(I.SEEN).to_pylist())) if spec.exclude_seen
                 else None)
@@ -204,9 +230,12 @@ def run(spec: RecommendSpec) -> dict:
         summary = {"span": spec.span, "days_read": days, "model_name": spec.model_name,
                    "model_version": version, "model_dir": model_dir, "pool": spec.pool,
                    "pool_items": pool.num_rows, "k": spec.k,
-                   "active_users": active.num_rows, "pool_items_uncapped": whole_pool.num_rows,
+                   "active_users": n_active, "pool_items_uncapped": whole_pool.num_rows,
                    "max_users": spec.max_users, "max_items": spec.max_items,
-                   "exclude_seen": spec.exclude_seen, **checked, **job,
+                   "exclude_seen": spec.exclude_seen,
+                   "seen_days_read": (seen_days or days) if spec.exclude_seen else [],
+                   "seen_max": spec.seen_max if spec.exclude_seen else 0,
+                   "profiles_seconds": profiles["beam_seconds"], **checked, **job,
                    "pairs_per_second": round(job["pairs_scored"] / max(job["beam_seconds"],
                                                                       1e-9), 1),
                    "seconds": round(seconds, 2), "layout": dataclasses.asdict(layout),

@@ -71,6 +71,13 @@ def add_cli(subparsers) -> None:
     p.add_argument("--exclude-seen", action="store_true",
                    help="never recommend an item the user was shown in those days (a "
                         "rating log: each item is rated once)")
+    p.add_argument("--seen-days", type=int, default=0,
+                   help="with --exclude-seen: the days whose items count as seen, ending "
+                        "at --span (default 0: the --active-days; e.g. 365 for a year's "
+                        "memory, read by the Beam job, item ids only)")
+    p.add_argument("--seen-max", type=int, default=1000,
+                   help="with --exclude-seen: seen items kept per user, the newest "
+                        "(default 1000)")
     p.add_argument("--truth-day", default=None,
                    help="also measure precision/recall@K against this later day's clicks, "
                         "beside popularity and item-kNN with paired intervals over users")
@@ -109,7 +116,8 @@ def _cmd(args) -> int:
         item_columns=(None if args.item_columns is None
                       else [c for c in args.item_columns.split(",") if c]),
         category_column=args.category_column, context=context,
-        exclude_seen=args.exclude_seen, num_shards=args.num_shards,
+        exclude_seen=args.exclude_seen, seen_days=args.seen_days, seen_max=args.seen_max,
+        num_shards=args.num_shards,
         max_users=0 if args.all else args.max_users,
         max_items=0 if args.all else args.max_items,
         progress_seconds=args.progress_seconds, beam_workers=args.workers)

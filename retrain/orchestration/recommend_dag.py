@@ -49,7 +49,13 @@ def recommend_params() -> dict[str, Param]:
                                        "per category."),
         "exclude_seen": Param(False, type="boolean",
                               description="Never recommend an item the user was shown in "
-                                          "those days."),
+                                          "those days (or in seen_days)."),
+        "seen_days": Param(0, type="integer", minimum=0, maximum=3660,
+                           description="With exclude_seen: the days whose items count as "
+                                       "seen (0: active_days; e.g. 365: a year's memory)."),
+        "seen_max": Param(1000, type="integer", minimum=1, maximum=100000,
+                          description="With exclude_seen: seen items kept per user, the "
+                                      "newest."),
         "k": Param(10, type="integer", minimum=1, maximum=1000,
                    description="Items recommended per user."),
         "num_shards": Param(8, type="integer", minimum=1, maximum=4096,
@@ -84,6 +90,12 @@ def recommend_params() -> dict[str, Param]:
                          description="Inputs every pair gets, e.g. the slot shown in. "
                                      "Empty: each context column's most common value."),
     }
+
+
+def _days_read(params) -> int:
+    """The raw days a run reads: the active days, or the longer seen memory."""
+    return max(params["active_days"],
+               params.get("seen_days", 0) if params.get("exclude_seen") else 0)
 
 
 def make_recommend_dag(family: Family):
@@ -149,7 +161,8 @@ def make_recommend_dag(family: Family):
                     **{k: params[k] for k in ("active_days", "pool", "pool_size", "k",
                                               "num_shards", "user_column", "item_column",
                                               "item_columns", "category_column", "context",
-                                              "exclude_seen", "beam_workers", "max_users",
+                                              "exclude_seen", "seen_days", "seen_max",
+                                              "beam_workers", "max_users",
                                               "progress_seconds")}}
             flags = beam_flags(settings().beam_args)
             if flags:
@@ -162,7 +175,7 @@ def make_recommend_dag(family: Family):
                     "recommend", "components.ctr.recommend", spec, home=model["home"],
                     family=DAG_ID, run_dir=model["run_dir"],
                     inputs=[model_ref, *raw_span_refs(raw_root, model["span"],
-                                                      params["active_days"])],
+                                                      _days_read(params))],
                     uri_key="output_dir", artifact_type="recommendations",
                     figures=("users", "pool_items", "pairs_scored", "model_version"),
                     reuse=False)

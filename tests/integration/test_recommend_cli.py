@@ -249,3 +249,34 @@ def test_a_model_dir_without_a_model_and_a_bad_span_are_refused_by_name(log_and_
         assert "SECRET" not in run.stderr + run.stdout and "Traceback" not in run.stderr
         assert _progress_lines(run.stderr) == [] and "scoring" not in run.stderr
     assert not (tmp_path / "recs").exists()
+
+
+def test_a_longer_seen_memory_keeps_every_movie_a_user_rated_out_of_their_list(log_and_model):
+    """--seen-days 40: no user gets back a movie they rated in any of the 40 days, though
+    only the last 7 days' users are scored; with the 7 days' memory alone some list holds
+    a movie its user rated before them (so the option is what keeps it out)."""
+    from components.ctr import rawdata
+    from retrain.common.paths import partition
+
+    root, span, model = log_and_model
+    days = sorted(p.name.removeprefix("dt=") for p in (root / "raw").glob("dt=*"))
+    rated: dict[str, set[str]] = {}
+    for day in days:
+        rows = rawdata.read_span(partition(str(root / "raw"), day), _config())
+        for u, m in zip(rows.column("user_id").to_pylist(), rows.column("movie_id").to_pylist()):
+            rated.setdefault(str(u), set()).add(str(m))
+
+    def again(out: Path, *flags: str) -> int:
+        run = _cli("--raw-root", str(root / "raw"), "--span", span, "--out", str(out),
+                   "--model-dir", model, "--active-days", "7", "--k", "5", "--all",
+                   "--exclude-seen", "--progress-seconds", "0", *flags)
+        assert run.returncode == 0, run.stderr[-3000:]
+        recs = pq.read_table(sorted(str(p) for p in out.glob("part-*.parquet")))
+        return sum(str(m) in rated[str(u)] for u, m in zip(recs.column("user").to_pylist(),
+                                                           recs.column("item").to_pylist()))
+
+    assert again(root / "recs-seen-7") > 0
+    assert again(root / "recs-seen-40", "--seen-days", "40", "--seen-max", "5000") == 0
+    summary = read_json(root / "recs-seen-40" / "summary.json")
+    assert summary["seen_days_read"] == days[-40:] and len(summary["days_read"]) == 7
+    assert summary["seen_max"] == 5000

@@ -24,33 +24,11 @@ def recs(rows):
                      "score": list(score), "model_version": [1] * len(rows)})
 
 
-def test_users_keep_their_latest_row_and_items_count_the_window():
-    users = I.users(ROWS, "user_id", ["device"]).to_pylist()
-    assert users == [{"user_id": "u1", "device": "web"}, {"user_id": "u2", "device": "web"},
-                     {"user_id": "u3", "device": "ios"}]
-    items = I.items(ROWS, "click", "item_id", ["category_id", "price"], "window", 0).to_pylist()
-    assert [(i["item_id"], i[I.IMPRESSIONS], i[I.CLICKS], i["price"]) for i in items] == [
-        ("a", 3, 2, 1.2), ("b", 2, 1, 2.5), ("c", 1, 0, 3.0)]
-    top = I.items(ROWS, "click", "item_id", ["category_id"], "top_per_category", 1,
-                  "category_id")
-    assert sorted(top.column("item_id").to_pylist()) == ["a", "b"]
-    assert I.items(ROWS, "click", "item_id", [], "window", 2).num_rows == 2
-
-
-def test_a_pool_that_needs_a_category_says_so_and_unknown_pools_are_refused():
-    with pytest.raises(ValueError, match="category column"):
-        I.items(ROWS, "click", "item_id", ["price"], "top_per_category", 2, "category_id")
-    with pytest.raises(ValueError, match="pool must be one of"):
-        I.items(ROWS, "click", "item_id", [], "everything", 0)
-
-
-def test_shards_are_stable_and_cover_every_user_once():
+def test_shards_are_stable_and_hash_the_id_as_text():
     ids = [f"user-{i}" for i in range(500)]
     first, again = I.shard_of(ids, 7), I.shard_of(list(reversed(ids)), 7)[::-1]
     assert (first == again).all() and set(first) == set(range(7))
-    table = pa.table({"user_id": ids})
-    parts = I.shards(table, "user_id", 7)
-    assert sorted(u for p in parts for u in p.column("user_id").to_pylist()) == sorted(ids)
+    assert (I.shard_of([7, 8], 7) == I.shard_of(["7", "8"], 7)).all()   # by the id's text
 
 
 def test_the_layout_puts_every_input_on_one_side():
@@ -94,16 +72,7 @@ def test_quality_counts_hits_at_k_for_the_model_and_for_popularity():
     assert q["beats_popularity"] is False
 
 
-def test_a_list_valued_category_is_refused_in_one_line():
-    rows = ROWS.append_column("genres", pa.array([["x"], ["y"], ["y", "x"], ["x"], [], ["x"]]))
-    with pytest.raises(ValueError, match="'genres' holds lists"):
-        I.items(rows, "click", "item_id", ["genres"], "top_per_category", 2, "genres")
-
-
-def test_seen_items_are_listed_per_user_and_never_come_back():
-    users = I.users(ROWS, "user_id", ["device"], "item_id").to_pylist()
-    assert {u["user_id"]: u[I.SEEN] for u in users} == {"u1": ["a", "b"], "u2": ["a", "b"],
-                                                       "u3": ["c"]}
+def test_seen_items_never_come_back():
     seen = {"u1": ["a", "b"], "u2": ["a", "b", "c"]}
     # u1 has one unseen item left (c), u2 none: shorter lists, not a broken partition.
     assert check_output(recs([("u1", 1, "c", 0.4)]), ["u1", "u2"], ["a", "b", "c"], 2,

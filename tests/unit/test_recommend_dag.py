@@ -26,3 +26,11 @@ def test_recommendations_dag_is_active_and_scheduled_on_the_model_asset(airflow_
     assert again.is_paused_upon_creation is False
     # The training DAGs keep the deployment's default (paused until a person starts them).
     assert bag.get_dag("ctr_daily_retrain").is_paused_upon_creation is None
+
+
+def test_a_longer_seen_memory_is_in_the_runs_lineage():
+    from retrain.orchestration.recommend_dag import _days_read
+
+    assert _days_read({"active_days": 7, "exclude_seen": True, "seen_days": 365}) == 365
+    assert _days_read({"active_days": 7, "exclude_seen": False, "seen_days": 365}) == 7
+    assert _days_read({"active_days": 7, "exclude_seen": True, "seen_days": 0}) == 7

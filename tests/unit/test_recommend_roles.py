@@ -76,7 +76,7 @@ def test_the_bundled_data_gets_its_hand_picked_item_columns(tmp_path):
     generate(GenerateSpec(out_root=str(tmp_path), start="2026-11-01", days=2,
                           rows_per_day=3000, n_users=800, n_items=400, n_categories=20))
     cfg = feature_config.default()
-    rows, _ = I.read_window(str(tmp_path / "raw" / "ctr"), "2026-11-02", 2, cfg)
+    rows = I.sample_rows(str(tmp_path / "raw" / "ctr"), ["2026-11-01", "2026-11-02"], cfg)
     roles = R.sides(rows, cfg, "cfg.json", "user_id", "item_id")
     assert sorted(roles.item_columns) == ["category_id", "item_age_days", "price"]
     assert set(roles.context) == {"hour", "position"} and roles.context["position"] == 1
@@ -107,14 +107,6 @@ def test_a_setting_that_cannot_be_derived_is_named_with_the_config_file():
     with pytest.raises(R.RecommendSettingError, match=r"^category_column"):
         R.sides(ratings(), RATINGS, "f.json", "user_id", "movie_id",
                 item_columns=["release_year"], context={}, pool="top_per_category")
-
-
-def test_the_cap_keeps_the_most_active_users():
-    rows = pa.table({"user_id": ["a", "b", "b", "c", "c", "c", "d", "d", "d"]})
-    users = pa.table({"user_id": ["a", "b", "c", "d"], "x": [1, 2, 3, 4]})
-    assert I.most_active(users, rows, "user_id", 2).column("user_id").to_pylist() == ["c", "d"]
-    assert I.most_active(users, rows, "user_id", 0).num_rows == 4
-    assert I.most_active(users, rows, "user_id", 9).num_rows == 4
 
 
 def test_the_plan_says_pairs_and_time():
