@@ -6,11 +6,11 @@ Generates `--days-per-point` windows of generated logs (`--rows-per-day` rows a 
 `--users` users), then builds the inputs of each window both ways, each in a fresh
 process timed by /usr/bin/time (wall seconds, peak RSS), alternated `--repeats` times:
 
-- job: `python -m beam_jobs.recommend_profiles` (DirectRunner, one process), seen lists
-  on (`--seen-max 1000`);
+- job: `python -m beam_jobs.recommend_profiles` (DirectRunner, one process), without
+  seen lists (plain) and with them (`--seen-max 1000`: seen);
 - baseline: with `--baseline-root` (a checkout of 6699f6f or older), its
-  `recommend_inputs.read_window` + `users` (seen lists on) + `items`, as its recommend step
-  ran them. Both ways must give the same users (latest values, seen lists) and items
+  `recommend_inputs.read_window` + `users` (seen lists off / on) + `items`, as its
+  recommend step ran them. Both ways must give the same users (latest values, seen lists) and items
   (latest values, clicks, impressions): checked, `same_inputs` in the results.
 
     .venv/bin/python bench/recommend_profiles.py --rows-per-day 500000 --users 50000 \\
@@ -43,7 +43,7 @@ import sys
 from components.ctr import feature_config, recommend_inputs as I
 cfg = feature_config.for_model_dir(sys.argv[1])
 rows, days = I.read_window(sys.argv[2], sys.argv[3], int(sys.argv[4]), cfg)
-users = I.users(rows, "user_id", {user_side}, "item_id")
+users = I.users(rows, "user_id", {user_side}, "item_id" if sys.argv[6] == "1" else None)
 items = I.items(rows, cfg.label, "item_id", {item_side}, "window", 0)
 import pyarrow.parquet as pq
 pq.write_table(users, sys.argv[5] + "/users.parquet")
@@ -59,10 +59,15 @@ def same_inputs(job_out: Path, base_out: Path) -> bool:
     from beam_jobs.recommend_profiles import WINDOW_ITEMS
     from components.ctr.recommend_inputs import CLICKS, IMPRESSIONS, SEEN
 
+    def cell(v):
+        if isinstance(v, list):
+            return tuple(v)
+        return None if isinstance(v, float) and v != v else v   # NaN equals NaN here
+
     def rows(table, key, columns):
-        return sorted((str(r[key]), *(tuple(v) if isinstance(v, list) else v
-                                      for v in (r[c] for c in columns)))
-                      for r in table.select([key, *columns]).to_pylist())
+        return sorted(((str(r[key]), *(cell(r[c]) for c in columns))
+                       for r in table.select([key, *columns]).to_pylist()),
+                      key=repr)
 
     user_cols, item_cols = [*USER_SIDE, SEEN], [*ITEM_SIDE, CLICKS, IMPRESSIONS]
     return (rows(pq.read_table(job_out / "users"), "user_id", user_cols)
@@ -116,25 +121,31 @@ def main(argv=None) -> dict:
                    "--days", json.dumps(window), "--model-dir", str(model),
                    "--user-column", "user_id", "--item-column", "item_id",
                    "--user-side", json.dumps(USER_SIDE), "--item-side", json.dumps(ITEM_SIDE),
-                   "--seen-max", "1000", "--num-shards", "8"]
+                   "--num-shards", "8"]
             base = [sys.executable, "-c",
                     BASELINE.format(user_side=USER_SIDE, item_side=ITEM_SIDE),
                     str(model), raw, span, str(days), str(work / f"base-{days}")]
-            point = {"days": days, "rows": days * args.rows_per_day, "job": [],
-                     "baseline": []}
-            for _ in range(args.repeats):
-                out = work / f"out-{days}"
-                shutil.rmtree(out, ignore_errors=True)
-                wall, mb, stdout = timed([*job, "--output-dir", str(out)], REPO)
-                summary = json.loads(stdout[stdout.index("{"):])
-                point["job"].append({"seconds": wall, "peak_rss_mb": round(mb),
-                                     "users": summary["users_written"]})
-                if args.baseline_root:
-                    (work / f"base-{days}").mkdir(exist_ok=True)
-                    wall, mb, stdout = timed(base, args.baseline_root)
-                    point["baseline"].append({"seconds": wall, "peak_rss_mb": round(mb),
-                                              "users": int(stdout.split()[0])})
-                    point["same_inputs"] = same_inputs(out, work / f"base-{days}")
+            point = {"days": days, "rows": days * args.rows_per_day}
+            for seen in (False, True):
+                tag = "seen" if seen else "plain"
+                for _ in range(args.repeats):
+                    out = work / f"out-{days}"
+                    shutil.rmtree(out, ignore_errors=True)
+                    wall, mb, stdout = timed([*job, "--output-dir", str(out), "--seen-max",
+                                              "1000" if seen else "0"], REPO)
+                    summary = json.loads(stdout[stdout.index("{"):])
+                    point.setdefault(f"job_{tag}", []).append(
+                        {"seconds": wall, "peak_rss_mb": round(mb),
+                         "users": summary["users_written"]})
+                    if args.baseline_root:
+                        (work / f"base-{days}").mkdir(exist_ok=True)
+                        wall, mb, stdout = timed([*base, "1" if seen else "0"],
+                                                 args.baseline_root)
+                        point.setdefault(f"baseline_{tag}", []).append(
+                            {"seconds": wall, "peak_rss_mb": round(mb),
+                             "users": int(stdout.split()[0])})
+                        if seen:
+                            point["same_inputs"] = same_inputs(out, work / f"base-{days}")
             rows.append(point)
             print(json.dumps(point), flush=True)
         result = {"command": "bench/recommend_profiles.py " + " ".join(argv or sys.argv[1:]),

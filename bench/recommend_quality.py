@@ -31,7 +31,10 @@ copy of the log with N sampled unrated movies per rating (movielens_partitions.p
 --negatives); the lists are still made from, and measured on, the plain log.
 `--train-spec` passes PsTrainSpec options (JSON), e.g. '{"epochs": 5, "fm_dim": 16}'.
 `--history N` gives the model each user's N most recently liked movies as an input
-(`with_history`), on the lists' log and the training copy alike.
+(`with_history`), on the lists' log and the training copy alike. `--seen-days N` leaves
+out of every list (the model's and both baselines') the movies the user rated in the N
+days up to the span, not only in the active days (`--seen-days 1100`: every earlier
+rating of MovieLens 1M; at most 5,000 a user, the newest).
 """
 from __future__ import annotations
 
@@ -158,6 +161,9 @@ def main(argv=None) -> dict:
     p.add_argument("--history", type=int, default=0,
                    help="give the model the user's N most recently liked movies as a "
                    "multi-valued input crossed with the candidate movie (with_history)")
+    p.add_argument("--seen-days", type=int, default=0,
+                   help="the days whose movies count as seen, left out of every list and "
+                   "baseline (RecommendSpec.seen_days; 0: the --active-days)")
     p.add_argument("--role", choices=["plain", "validation", "test"], default="plain")
     p.add_argument("--tag", default="", help="name of the setting (validation runs)")
     p.add_argument("--out", default="recommend_quality.json", help="results file name")
@@ -214,6 +220,7 @@ def main(argv=None) -> dict:
             recommend(RecommendSpec(raw_root=str(raw), span=span, output_dir=str(out),
                                     model_dir=model_dir, active_days=args.active_days,
                                     k=args.k, exclude_seen=True, num_shards=2,
+                                    seen_days=args.seen_days, seen_max=5000,
                                     progress_seconds=0))
             frame, held, summary = measure(EvaluateSpec(
                 recommendations_dir=str(out), raw_root=str(raw), day=day,

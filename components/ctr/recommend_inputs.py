@@ -17,8 +17,8 @@ The users and the items' table are built by the Beam job `beam_jobs.recommend_pr
   (the `pool_size` most clicked items of each category), with their latest item-side
   columns and their window's clicks and impressions (the popularity baseline of the
   quality check reads them);
-- `shard_of`: users are split into shards by a stable hash of the user id (pandas'
-  fixed-key row hash), so a rerun puts every user in the same shard.
+- `shard_of`: users are split into shards by a stable hash of the user id (CRC-32 of
+  its text), so a rerun puts every user in the same shard.
 
 With `exclude_seen`, each user carries the items of their rows (`SEEN`: in the window, or
 in the longer `seen_days`; at most `seen_max`, the newest), which their list leaves out
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -114,9 +115,7 @@ def pool(table: pa.Table, item_column: str, pool: str, pool_size: int,
 
 
 def shard_of(user_ids: pa.Array | list, num_shards: int) -> np.ndarray:
-    """Stable shard 0..num_shards-1 of each user id."""
-    import pandas as pd
-
-    as_text = pd.Series([str(u) for u in user_ids], dtype=object)
-    return (pd.util.hash_pandas_object(as_text, index=False).to_numpy()
-            % np.uint64(num_shards)).astype(np.int64)
+    """Stable shard 0..num_shards-1 of each user id: CRC-32 of its text, the same in every
+    process and run (Python's own hash of a string is salted per process)."""
+    return np.array([zlib.crc32(str(u).encode()) % num_shards for u in user_ids],
+                    dtype=np.int64)
