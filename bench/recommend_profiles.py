@@ -52,8 +52,10 @@ print(users.num_rows, items.num_rows)
 """
 
 
-def same_inputs(job_out: Path, base_out: Path) -> bool:
-    """The job's users (every shard) and items hold what the baseline's tables hold."""
+def same_inputs(job_out: Path, base_out: Path, seen_max: int) -> dict:
+    """Whether the job's users (every shard) and items hold what the baseline's tables
+    hold. A seen list the job capped (a user with more than `seen_max` distinct items)
+    must be `seen_max` of the baseline's uncapped list; such users are counted."""
     import pyarrow.parquet as pq
 
     from beam_jobs.recommend_profiles import WINDOW_ITEMS
@@ -65,15 +67,22 @@ def same_inputs(job_out: Path, base_out: Path) -> bool:
         return None if isinstance(v, float) and v != v else v   # NaN equals NaN here
 
     def rows(table, key, columns):
-        return sorted(((str(r[key]), *(cell(r[c]) for c in columns))
-                       for r in table.select([key, *columns]).to_pylist()),
-                      key=repr)
+        return {str(r[key]): tuple(cell(r[c]) for c in columns)
+                for r in table.select([key, *columns]).to_pylist()}
 
-    user_cols, item_cols = [*USER_SIDE, SEEN], [*ITEM_SIDE, CLICKS, IMPRESSIONS]
-    return (rows(pq.read_table(job_out / "users"), "user_id", user_cols)
-            == rows(pq.read_table(base_out / "users.parquet"), "user_id", user_cols)
-            and rows(pq.read_table(job_out / WINDOW_ITEMS), "item_id", item_cols)
-            == rows(pq.read_table(base_out / "items.parquet"), "item_id", item_cols))
+    cols = [*USER_SIDE, SEEN]
+    job = rows(pq.read_table(job_out / "users"), "user_id", cols)
+    base = rows(pq.read_table(base_out / "users.parquet"), "user_id", cols)
+    capped = [u for u, r in base.items() if len(r[-1]) > seen_max]
+    users_same = job.keys() == base.keys() and all(
+        job[u][:-1] == r[:-1] and (job[u][-1] == r[-1] if len(r[-1]) <= seen_max else
+                                   len(job[u][-1]) == seen_max
+                                   and set(job[u][-1]) <= set(r[-1]))
+        for u, r in base.items())
+    cols = [*ITEM_SIDE, CLICKS, IMPRESSIONS]
+    items_same = (rows(pq.read_table(job_out / WINDOW_ITEMS), "item_id", cols)
+                  == rows(pq.read_table(base_out / "items.parquet"), "item_id", cols))
+    return {"users": users_same, "items": items_same, "users_capped": len(capped)}
 
 
 def timed(cmd: list[str], root: str | Path) -> tuple[float, float, str]:
@@ -145,7 +154,7 @@ def main(argv=None) -> dict:
                             {"seconds": wall, "peak_rss_mb": round(mb),
                              "users": int(stdout.split()[0])})
                         if seen:
-                            point["same_inputs"] = same_inputs(out, work / f"base-{days}")
+                            point["same_inputs"] = same_inputs(out, work / f"base-{days}", 1000)
             rows.append(point)
             print(json.dumps(point), flush=True)
         result = {"command": "bench/recommend_profiles.py " + " ".join(argv or sys.argv[1:]),
