@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 
 NAMESPACE = "retrain.recommend_profiles"
 WINDOW_ITEMS = "window_items.parquet"
+FLUSH_KEYS = 200_000    # users + items a reader holds before it emits their tallies
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
@@ -68,7 +69,11 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
 
 
 class ReadPart(beam.DoFn):
-    """(day index, part index, path, active) -> user and item tallies, a batch at a time."""
+    """(day index, part index, path, active) -> user and item tallies. A part's batches
+    are merged per key before they are emitted (a user met in every batch of a part is
+    one element, not one per batch: most of the job's cost is per element), flushed
+    whenever `FLUSH_KEYS` users are held, so a worker's memory stays bounded by that,
+    not by the part."""
 
     def __init__(self, a: dict):
         self._a = a
@@ -83,19 +88,33 @@ class ReadPart(beam.DoFn):
         import pyarrow as pa
 
         day, part, path, active = element
-        a, first = self._a, 0
+        a, first, seen_max = self._a, 0, self._a["seen_max"]
+        users: dict = {}
+        items: dict = {}
         for batch in rawdata.part_batches(path, self._cfg):
             table = pa.Table.from_batches([batch])
             for user, tally in P.part_users(table, day, part, first, a["user_column"],
-                                            a["user_side"], a["item_column"], a["seen_max"],
+                                            a["user_side"], a["item_column"], seen_max,
                                             active):
-                yield beam.pvalue.TaggedOutput("users", (user, tally))
+                users[user] = P.merge_users(users.get(user), tally, seen_max)
             if active:
                 for item, tally in P.part_items(table, day, part, first, a["item_column"],
                                                 a["item_side"], self._cfg.label):
-                    yield beam.pvalue.TaggedOutput("items", (item, tally))
+                    items[item] = P.merge_items(items.get(item), tally)
             first += batch.num_rows
             self._rows.inc(batch.num_rows)
+            if len(users) + len(items) >= FLUSH_KEYS:
+                yield from _flush(users, items)
+        yield from _flush(users, items)
+
+
+def _flush(users: dict, items: dict):
+    for user, tally in users.items():
+        yield beam.pvalue.TaggedOutput("users", (user, tally))
+    for item, tally in items.items():
+        yield beam.pvalue.TaggedOutput("items", (item, tally))
+    users.clear()
+    items.clear()
 
 
 class MergeUsers(beam.CombineFn):

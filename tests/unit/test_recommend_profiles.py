@@ -164,3 +164,12 @@ def test_the_roles_sample_is_bounded_and_newest_first(raw):
     assert sample.column("user_id").to_pylist() == ["u1", "u3", "u2", "u1"]
     assert I.delivered_days(str(raw / "raw"), "2026-11-04", 3) == ["2026-11-02",
                                                                   "2026-11-03"]
+
+
+def test_a_reader_that_flushes_often_builds_the_same_inputs(raw, monkeypatch):
+    """A reader emits its merged tallies whenever it holds FLUSH_KEYS keys (its memory
+    bound): flushing after every batch's keys changes nothing downstream."""
+    days = ["2026-11-02", "2026-11-03"]
+    whole = build(raw, days, seen_days=["2026-11-01", *days], seen_max=10)
+    monkeypatch.setattr(job, "FLUSH_KEYS", 1)
+    assert build(raw, days, seen_days=["2026-11-01", *days], seen_max=10)[:2] == whole[:2]
