@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from typing import Iterator, NamedTuple
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 Where = tuple[int, int, int]
 
@@ -37,9 +39,22 @@ class ItemTally(NamedTuple):
     impressions: int
 
 
-def _last_rows(keys: list) -> dict:
-    """key -> index of its last row."""
-    return {k: i for i, k in enumerate(keys)}
+def _by_key(table: pa.Table, keys: list[str], label: str | None = None) -> pa.Table:
+    """Per distinct key: its last row's index (`_i_max`), its rows (`_i_count`) and, with
+    `label`, its clicks (`_y_sum`: a label that is null, NaN or 0 is no click), computed
+    by Arrow's hash aggregation, not a Python loop over rows."""
+    t = table.select(keys).append_column("_i", pa.array(np.arange(table.num_rows)))
+    aggregates = [("_i", "max"), ("_i", "count")]
+    if label is not None:
+        y = pc.fill_null(table.column(label), 0).to_numpy(zero_copy_only=False)
+        clicks = np.nan_to_num(np.asarray(y, dtype=np.float64)) != 0
+        t = t.append_column("_y", pa.array(clicks.astype(np.int64)))
+        aggregates.append(("_y", "sum"))
+    return t.group_by(keys, use_threads=False).aggregate(aggregates)
+
+
+def _values(table: pa.Table, rows: pa.Array, columns: list[str]) -> list[tuple]:
+    return [tuple(r.values()) for r in table.take(rows).select(columns).to_pylist()]
 
 
 def part_users(table: pa.Table, day: int, part: int, first: int, user: str,
@@ -47,22 +62,18 @@ def part_users(table: pa.Table, day: int, part: int, first: int, user: str,
                active: bool) -> Iterator[tuple]:
     """(user id, UserTally) for rows `first`.. of one part (in file order); outside the
     active days only the seen items count."""
-    users = table.column(user).to_pylist()
-    last = _last_rows(users)
-    counts: dict = {}
-    for u in users:
-        counts[u] = counts.get(u, 0) + 1
-    seen: dict = {u: {} for u in last}
+    g = _by_key(table, [user])
+    ids, last = g.column(user).to_pylist(), g.column("_i_max")
+    seen: dict = {u: {} for u in ids}
     if seen_max > 0:
-        for i, (u, it) in enumerate(zip(users, table.column(item).to_pylist())):
+        pairs = _by_key(table, [user, item])
+        for u, it, i in zip(pairs.column(user).to_pylist(), pairs.column(item).to_pylist(),
+                            pairs.column("_i_max").to_pylist()):
             seen[u][str(it)] = (day, part, first + i)
-    values = {}
-    if active:
-        rows = table.take(pa.array(list(last.values()), pa.int64())).select(user_side)
-        values = dict(zip(last, (tuple(r.values()) for r in rows.to_pylist())))
-    for u, i in last.items():
-        tally = UserTally((day, part, first + i) if active else None, values.get(u),
-                          counts[u] if active else 0, seen[u])
+    values = _values(table, last, user_side) if active else [None] * len(ids)
+    for u, i, n, v in zip(ids, last.to_pylist(), g.column("_i_count").to_pylist(), values):
+        tally = UserTally((day, part, first + i) if active else None, v,
+                          n if active else 0, seen[u])
         yield u, trim(tally, seen_max)
 
 
@@ -89,16 +100,13 @@ def merge_users(a: UserTally | None, b: UserTally | None, seen_max: int) -> User
 def part_items(table: pa.Table, day: int, part: int, first: int, item: str,
                item_side: list[str], label: str) -> Iterator[tuple]:
     """(item id, ItemTally) for every item of rows `first`.. of one part."""
-    items = table.column(item).to_pylist()
-    last = _last_rows(items)
-    clicks: dict = {}
-    shown: dict = {}
-    for it, y in zip(items, table.column(label).to_pylist()):
-        shown[it] = shown.get(it, 0) + 1
-        clicks[it] = clicks.get(it, 0) + (1 if y and y == y else 0)   # NaN: no click
-    rows = table.take(pa.array(list(last.values()), pa.int64())).select(item_side)
-    for (it, i), vals in zip(last.items(), rows.to_pylist()):
-        yield it, ItemTally((day, part, first + i), tuple(vals.values()), clicks[it], shown[it])
+    g = _by_key(table, [item], label)
+    last = g.column("_i_max")
+    for it, i, n, clicks, v in zip(g.column(item).to_pylist(), last.to_pylist(),
+                                   g.column("_i_count").to_pylist(),
+                                   g.column("_y_sum").to_pylist(),
+                                   _values(table, last, item_side)):
+        yield it, ItemTally((day, part, first + i), v, clicks, n)
 
 
 def merge_items(a: ItemTally | None, b: ItemTally | None) -> ItemTally | None:
