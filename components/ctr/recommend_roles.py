@@ -36,7 +36,7 @@ FLAGS = {"user_column": "--user-column", "item_column": "--item-column",
          "category_column": "--category-column", "span": "--span", "k": "--k",
          "num_shards": "--num-shards", "active_days": "--active-days",
          "max_users": "--max-users", "max_items": "--max-items", "pool_size": "--pool-size",
-         "model_dir": "--model-dir"}
+         "model_dir": "--model-dir", "seen_days": "--seen-days", "seen_max": "--seen-max"}
 
 
 class RecommendSettingError(BadData, ValueError):

@@ -173,3 +173,22 @@ def test_a_reader_that_flushes_often_builds_the_same_inputs(raw, monkeypatch):
     whole = build(raw, days, seen_days=["2026-11-01", *days], seen_max=10)
     monkeypatch.setattr(job, "FLUSH_KEYS", 1)
     assert build(raw, days, seen_days=["2026-11-01", *days], seen_max=10)[:2] == whole[:2]
+
+
+def test_a_seen_memory_that_cannot_be_is_refused_by_name():
+    from components.ctr.recommend import RecommendSpec, _check_numbers
+    from components.ctr.recommend_roles import RecommendSettingError
+
+    def refused(**settings) -> str:
+        with pytest.raises(RecommendSettingError) as e:
+            _check_numbers(RecommendSpec(raw_root="r", span="2026-11-03", output_dir="o",
+                                         **settings))
+        return str(e.value)
+
+    assert refused(seen_days=-1).startswith("seen_days (--seen-days): must be >= 0")
+    assert refused(exclude_seen=True, seen_days=3, active_days=7).startswith(
+        "seen_days (--seen-days): must be 0 (the active days) or at least active_days (7)")
+    assert refused(exclude_seen=True, seen_max=0).startswith(
+        "seen_max (--seen-max): must be >= 1 with exclude_seen")
+    _check_numbers(RecommendSpec(raw_root="r", span="2026-11-03", output_dir="o",
+                                 exclude_seen=True, seen_days=365, seen_max=50))
