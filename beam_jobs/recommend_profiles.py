@@ -169,26 +169,36 @@ class WriteShard(beam.DoFn):
         import pyarrow.parquet as pq
 
         from components.ctr.recommend_inputs import SEEN
-        from components.ctr.rawformat import RawLayout
-        from components.ctr.rawread import batch_schema
 
         shard, users = element
         a = self._a
         users = sorted(users, key=lambda kv: kv[0])
-        raw = batch_schema(RawLayout.of(self._cfg))
-        columns = [a["user_column"], *a["user_side"]]
-        fields = [raw.field(c) for c in columns]
-        data = {a["user_column"]: [u for u, _ in users]}
-        for i, c in enumerate(a["user_side"]):
-            data[c] = [t.values[i] for _, t in users]
-        if a["seen_max"] > 0:
-            fields.append(pa.field(SEEN, pa.list_(pa.string())))
-            data[SEEN] = [sorted(t.seen) for _, t in users]
-        table = pa.table(data, schema=pa.schema(fields))
+        extra = ({SEEN: (pa.list_(pa.string()), [sorted(t.seen) for _, t in users])}
+                 if a["seen_max"] > 0 else {})
+        table = _table(self._cfg, a["user_column"], a["user_side"], users, extra)
         folder = Path(a["output_dir"]) / USERS_DIR
         folder.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, folder / f"part-{shard:05d}.parquet")
         self._users.inc(table.num_rows)
+
+
+def _table(cfg, key: str, side: list[str], tallies: list, extra: dict):
+    """(key, tally) pairs as a table: the key and side columns typed as the raw readers
+    type them, then `extra` columns (name -> (type, values))."""
+    import pyarrow as pa
+
+    from components.ctr.rawformat import RawLayout
+    from components.ctr.rawread import batch_schema
+
+    raw = batch_schema(RawLayout.of(cfg))
+    data = {key: [k for k, _ in tallies]}
+    for i, c in enumerate(side):
+        data[c] = [t.values[i] for _, t in tallies]
+    fields = [raw.field(c) for c in [key, *side]]
+    for name, (kind, values) in extra.items():
+        data[name] = values
+        fields.append(pa.field(name, kind))
+    return pa.table(data, schema=pa.schema(fields))
 
 
 def _write_items(tallies: list, a: dict) -> None:
@@ -197,21 +207,14 @@ def _write_items(tallies: list, a: dict) -> None:
 
     from components.ctr import feature_config
     from components.ctr.recommend_inputs import CLICKS, IMPRESSIONS
-    from components.ctr.rawformat import RawLayout
-    from components.ctr.rawread import batch_schema
 
-    raw = batch_schema(RawLayout.of(feature_config.for_model_dir(a["model_dir"])))
     tallies = sorted(tallies, key=lambda kv: str(kv[0]))
-    fields = [raw.field(c) for c in [a["item_column"], *a["item_side"]]]
-    data = {a["item_column"]: [i for i, _ in tallies]}
-    for n, c in enumerate(a["item_side"]):
-        data[c] = [t.values[n] for _, t in tallies]
-    data[CLICKS] = [t.clicks for _, t in tallies]
-    data[IMPRESSIONS] = [t.impressions for _, t in tallies]
-    fields += [pa.field(CLICKS, pa.int64()), pa.field(IMPRESSIONS, pa.int64())]
+    table = _table(feature_config.for_model_dir(a["model_dir"]), a["item_column"],
+                   a["item_side"], tallies,
+                   {CLICKS: (pa.int64(), [t.clicks for _, t in tallies]),
+                    IMPRESSIONS: (pa.int64(), [t.impressions for _, t in tallies])})
     Path(a["output_dir"]).mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table(data, schema=pa.schema(fields)),
-                   Path(a["output_dir"]) / WINDOW_ITEMS)
+    pq.write_table(table, Path(a["output_dir"]) / WINDOW_ITEMS)
 
 
 def _parts(raw_root: str, days: list[str], cfg) -> list[tuple]:
