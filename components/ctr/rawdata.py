@@ -66,8 +66,10 @@ def read_eval_rows(span_dir: str | Path, eval_percent: int, cfg=None) -> pa.Tabl
     return table.filter(pa.array(F.eval_mask(table.column(cfg.example_id), eval_percent)))
 
 
-def first_eval_rows(span_dir: str | Path, eval_percent: int, n: int, cfg=None) -> pa.Table:
-    """The first `n` held-out rows of a span in file order, reading no further."""
+def first_rows(span_dir: str | Path, n: int, cfg=None,
+               eval_percent: int | None = None) -> pa.Table:
+    """The first `n` accepted rows of a span in file order (only held-out ones with
+    `eval_percent`), reading no further."""
     cfg = cfg or _default_config()
     batches, got = [], 0
     for part in span_parts(span_dir, cfg):
@@ -79,6 +81,11 @@ def first_eval_rows(span_dir: str | Path, eval_percent: int, n: int, cfg=None) -
         if got >= n:
             break
     return pa.Table.from_batches(batches, schema=batch_schema(RawLayout.of(cfg)))
+
+
+def first_eval_rows(span_dir: str | Path, eval_percent: int, n: int, cfg=None) -> pa.Table:
+    """The first `n` held-out rows of a span in file order, reading no further."""
+    return first_rows(span_dir, n, cfg, eval_percent)
 
 
 def read_rows_by_id(span_dir: str | Path, example_ids: list[str], cfg=None) -> pa.Table:

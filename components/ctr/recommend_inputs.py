@@ -68,19 +68,12 @@ def sample_rows(raw_root: str, days: list[str], cfg, limit: int = ROLE_SAMPLE_RO
 
     tables, got = [], 0
     for day in reversed(days):
-        batches = []
-        for part in rawdata.span_parts(partition(raw_root, day), cfg):
-            for batch in rawdata.part_batches(part, cfg):
-                batches.append(batch.slice(0, limit - got))
-                got += batches[-1].num_rows
-                if got >= limit:
-                    break
-            if got >= limit:
-                break
-        if batches:
-            tables.insert(0, pa.Table.from_batches(batches))
         if got >= limit:
             break
+        rows = rawdata.first_rows(partition(raw_root, day), limit - got, cfg)
+        if rows.num_rows:
+            tables.insert(0, rows)
+            got += rows.num_rows
     if not tables:
         raise FileNotFoundError(f"no accepted row in {raw_root} on {days}: nothing to "
                                 f"recommend from")
